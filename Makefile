@@ -1,0 +1,42 @@
+# The README's commands. `make lab` and `make test` create .venv and install the pinned requirements on first use;
+# the install is keyed on the contents of requirements.txt and pyproject.toml, so a second run does not reinstall.
+SHELL := /bin/bash
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-$(shell cat requirements.txt pyproject.toml | sha256sum | cut -c1-16)
+HOST ?= 127.0.0.1
+PORT ?= 8888
+PYTEST_ARGS ?=
+ALLOW_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root,)
+
+.PHONY: install lab test exercises bench lint clean
+
+install: $(STAMP)
+
+$(STAMP):
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --disable-pip-version-check -q -r requirements.txt
+	$(BIN)/python -m pip install --disable-pip-version-check -q -e .
+	@rm -f $(VENV)/.installed-*
+	@touch $@
+	@echo "installed the pinned requirements into $(VENV)"
+
+lab: $(STAMP)
+	$(BIN)/jupyter lab --ip=$(HOST) --port=$(PORT) --no-browser $(ALLOW_ROOT) \
+		--ServerApp.root_dir="$(CURDIR)" lessons/00_setup.ipynb
+
+test: $(STAMP)
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+exercises: $(STAMP)
+	$(BIN)/gradacc exercises
+
+bench: $(STAMP)
+	$(BIN)/gradacc bench --json bench.json
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+
+clean:
+	rm -rf $(VENV) .pytest_cache

@@ -1,0 +1,46 @@
+"""What exercise check cells call. Each check prints exactly one deterministic line, e.g. ``Exercise 2.1: correct``.
+
+A check cell in a solution notebook is tagged ``check`` and carries ``{"gradacc": {"check": "2.1", "points": 2}}`` in
+its metadata; its stored output is the ``correct`` line, which nbval compares. A wrong answer prints
+``Exercise 2.1: incorrect - <what was wrong>`` instead, so nbval (and the classroom grader) fail that cell.
+One module per lesson: ``gradacc.checks.lesson01`` holds the checks of ``01_theory``, and so on.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+__all__ = ["report", "run_check", "close"]
+
+
+def report(exercise: str, ok: bool, message: str = "") -> bool:
+    """Print the one line a check cell shows and return ``ok``."""
+    print(f"Exercise {exercise}: correct" if ok else f"Exercise {exercise}: incorrect - {message}")
+    return ok
+
+
+def run_check(exercise: str, body: Callable[[], str | None]) -> bool:
+    """Run ``body``; it returns ``None`` when the answer is right, else a message saying what is wrong.
+
+    An exception raised by the student's code is reported as ``incorrect`` with its type and message (the check cell
+    itself never raises, so a learner sees one clear line).
+    """
+    try:
+        problem = body()
+    except NotImplementedError:
+        problem = "not answered yet (the solution cell still raises NotImplementedError)"
+    except Exception as exc:  # the student's code failed: say how
+        problem = f"your code raised {type(exc).__name__}: {exc}"
+    return report(exercise, problem is None, problem or "")
+
+
+def close(name: str, got: float, want: float, tol: float) -> str | None:
+    """``None`` when ``|got - want| <= tol``, else a message with both values."""
+    try:
+        got = float(got)
+    except (TypeError, ValueError):
+        return f"{name} should be a number, got {got!r}"
+    if math.isfinite(got) and abs(got - want) <= tol:
+        return None
+    return f"{name} = {got:.6g}, expected {want:.6g} (tolerance {tol:g})"

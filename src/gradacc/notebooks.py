@@ -1,0 +1,296 @@
+"""Notebooks as course material: generating exercises from solutions, cleaning, executing, and running nbval.
+
+Conventions (COURSE.md):
+* A solution notebook marks answer code between ``### BEGIN SOLUTION`` and ``### END SOLUTION`` in cells tagged
+  ``solution``. Generation replaces each marked block with ``# YOUR CODE HERE`` and ``raise NotImplementedError()``
+  (same indentation), clears the cell's outputs and tags it ``raises-exception`` (nbval then accepts the exception).
+* Check cells are tagged ``check`` and keep their stored ``Exercise X.Y: correct`` output, so ``pytest --nbval`` on a
+  finished exercise passes and on an unfinished one fails exactly at the unanswered checks. Every other code cell is
+  tagged ``nbval-ignore-output`` in the exercise (learners' runs may differ in timing lines and the like).
+* Only check cells may use what a solution cell defines.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import nbformat
+
+__all__ = [
+    "BEGIN",
+    "END",
+    "generate_exercise",
+    "write_exercises",
+    "stale_exercises",
+    "clean_notebook",
+    "execute_notebook",
+    "run_nbval",
+    "NbvalRun",
+    "check_cells",
+]
+
+BEGIN = "### BEGIN SOLUTION"
+END = "### END SOLUTION"
+_BLOCK = re.compile(r"^([ \t]*)### BEGIN SOLUTION[^\n]*\n.*?^[ \t]*### END SOLUTION[^\n]*$", re.M | re.S)
+_EXECUTION_NOISE = ("execution", "collapsed", "scrolled", "ExecuteTime", "jupyter", "editable", "deletable")
+
+
+def _tags(cell) -> list[str]:
+    return list(cell.get("metadata", {}).get("tags", []))
+
+
+def _add_tag(cell, tag: str) -> None:
+    tags = _tags(cell)
+    if tag not in tags:
+        cell.setdefault("metadata", {})["tags"] = tags + [tag]
+
+
+def check_cells(nb) -> list[dict]:
+    """The check cells of a notebook, in order: ``[{"index", "code_index", "id", "check", "points"}]``.
+
+    ``index`` counts all cells; ``code_index`` counts code cells only, as nbval numbers its items (``Cell N``).
+
+    Raises:
+        ValueError: a check cell without ``metadata.gradacc.check`` or with non-positive points.
+    """
+    found = []
+    code_index = -1
+    for index, cell in enumerate(nb.cells):
+        code_index += cell.cell_type == "code"
+        if "check" not in _tags(cell):
+            continue
+        meta = cell.metadata.get("gradacc", {})
+        if "check" not in meta or not meta.get("points", 0) > 0:
+            raise ValueError(f"check cell {index} (id {cell.get('id')!r}) needs metadata gradacc.check and points > 0")
+        found.append(
+            {
+                "index": index,
+                "code_index": code_index,
+                "id": cell.get("id"),
+                "check": meta["check"],
+                "points": meta["points"],
+            }
+        )
+    return found
+
+
+def generate_exercise(solution) -> nbformat.NotebookNode:
+    """Return the exercise notebook generated from a solution notebook (the input is not modified).
+
+    Raises:
+        ValueError: a ``solution`` cell without a complete ``### BEGIN/END SOLUTION`` block, or markers outside
+            ``solution`` cells (answers would leak into the exercise).
+    """
+    nb = copy.deepcopy(solution)
+    for index, cell in enumerate(nb.cells):
+        if cell.cell_type != "code":
+            continue
+        tags = _tags(cell)
+        if "solution" in tags:
+            source, n = _BLOCK.subn(
+                lambda m: f"{m.group(1)}# YOUR CODE HERE\n{m.group(1)}raise NotImplementedError()", cell.source
+            )
+            if n == 0 or BEGIN in source or END in source:
+                raise ValueError(
+                    f"solution cell {index} (id {cell.get('id')!r}) needs matching '{BEGIN}' and '{END}' lines"
+                )
+            cell.source = source
+            cell.outputs = []
+            cell.execution_count = None
+            _add_tag(cell, "raises-exception")
+            _add_tag(cell, "nbval-ignore-output")
+        elif BEGIN in cell.source or END in cell.source:
+            raise ValueError(f"cell {index} (id {cell.get('id')!r}) has solution markers but no 'solution' tag")
+        elif "check" not in tags:
+            _add_tag(cell, "nbval-ignore-output")
+    return clean_notebook(nb)
+
+
+def clean_notebook(nb) -> nbformat.NotebookNode:
+    """Strip execution noise in place and return ``nb``: widget state, per-cell execution metadata, kernel versions.
+
+    Keeps outputs (lessons show them on GitHub) and the ``kernelspec``; ``language_info`` keeps only its name.
+    """
+    nb.metadata.pop("widgets", None)
+    language = nb.metadata.get("language_info", {}).get("name", "python")
+    nb.metadata["language_info"] = {"name": language}
+    nb.metadata["kernelspec"] = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
+    for cell in nb.cells:
+        for key in _EXECUTION_NOISE:
+            cell.metadata.pop(key, None)
+    return nb
+
+
+def _read(path: Path):
+    return nbformat.read(path, as_version=4)
+
+
+def _dump(nb) -> str:
+    return nbformat.writes(nb) + "\n"
+
+
+def write_exercises(solutions_dir: Path, exercises_dir: Path) -> list[Path]:
+    """Generate ``exercises_dir/NN_topic.ipynb`` from every ``solutions_dir/NN_topic.ipynb``; returns written paths."""
+    exercises_dir.mkdir(parents=True, exist_ok=True)
+    written = []
+    for source in sorted(solutions_dir.glob("*.ipynb")):
+        target = exercises_dir / source.name
+        target.write_text(_dump(generate_exercise(_read(source))), encoding="utf-8")
+        written.append(target)
+    return written
+
+
+def stale_exercises(solutions_dir: Path, exercises_dir: Path) -> list[str]:
+    """Names of exercises that are missing, differ from what their solution generates, or have no solution."""
+    stale = []
+    for source in sorted(solutions_dir.glob("*.ipynb")):
+        target = exercises_dir / source.name
+        if not target.exists() or target.read_text(encoding="utf-8") != _dump(generate_exercise(_read(source))):
+            stale.append(source.name)
+    stale += sorted(p.name for p in exercises_dir.glob("*.ipynb") if not (solutions_dir / p.name).exists())
+    return stale
+
+
+def execute_notebook(path: Path, timeout: int = 600) -> float:
+    """Execute a notebook in place on a fresh kernel (``nbclient``), clean it and save it; returns wall seconds.
+
+    The kernel's working directory is the notebook's folder. Raises ``nbclient.exceptions.CellExecutionError`` on
+    an unexpected error (cells tagged ``raises-exception`` may raise).
+    """
+    from nbclient import NotebookClient
+
+    nb = _read(path)
+    start = time.perf_counter()
+    NotebookClient(
+        nb, timeout=timeout, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}
+    ).execute()
+    seconds = time.perf_counter() - start
+    path.write_text(_dump(clean_notebook(nb)), encoding="utf-8")
+    return seconds
+
+
+@dataclass
+class NbvalRun:
+    """The result of ``run_nbval``: exit code, wall seconds, the kernel's peak memory, and per-cell outcomes."""
+
+    returncode: int
+    wall_s: float
+    peak_mib: float
+    output: str
+    cells: dict[int, dict] = field(default_factory=dict)
+    """code-cell index -> ``{"outcome": "passed" | "failed" | "skipped", "message": str}``"""
+
+    @property
+    def failed_cells(self) -> list[int]:
+        return sorted(i for i, c in self.cells.items() if c["outcome"] == "failed")
+
+
+_RUNNER = r"""
+import json, resource, sys
+import pytest
+rc = pytest.main(sys.argv[2:])
+peak_kib = max(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+with open(sys.argv[1], "w") as f:
+    json.dump({"rc": int(rc), "peak_kib": peak_kib}, f)
+"""
+
+
+def _cell_outcomes(junit: Path) -> dict[int, dict]:
+    cells: dict[int, dict] = {}
+    if not junit.exists():
+        return cells
+    for case in ET.parse(junit).getroot().iter("testcase"):
+        match = re.search(r"Cell (\d+)", case.get("name", ""))
+        if not match:
+            continue
+        outcome, message = "passed", ""
+        for child in case:
+            if child.tag in ("failure", "error"):
+                outcome, message = "failed", (child.get("message") or child.text or "")[:2000]
+            elif child.tag == "skipped":
+                outcome = "skipped"
+        cells[int(match.group(1))] = {"outcome": outcome, "message": message}
+    return cells
+
+
+def run_nbval(
+    notebook: Path,
+    *,
+    lax: bool = False,
+    timeout: float = 600,
+    cell_timeout: float = 300,
+    cwd: Path | None = None,
+    extra_args: tuple[str, ...] = (),
+    env: dict[str, str] | None = None,
+    preexec_fn=None,
+) -> NbvalRun:
+    """Run ``pytest --nbval`` (or ``--nbval-lax``) on one notebook in a separate process.
+
+    The kernel's peak resident memory (MiB, ``getrusage`` of the runner's children, which include the kernel) and the
+    wall time (s) are measured; per-cell outcomes come from pytest's JUnit XML (cell indices count code cells only, as
+    nbval names its items ``Cell N``).
+
+    Args:
+        timeout: wall-clock limit for the whole run in seconds; on expiry the process group is killed and
+            ``returncode`` is ``-9``.
+        cell_timeout: nbval's per-cell limit in seconds (``--nbval-cell-timeout``).
+        preexec_fn: run in the child before it starts (e.g. ``resource.setrlimit`` for a memory limit).
+    """
+    notebook = Path(notebook).resolve()
+    with tempfile.TemporaryDirectory(prefix="gradacc-nbval-") as tmp:
+        result_file, junit = Path(tmp) / "result.json", Path(tmp) / "junit.xml"
+        args = [
+            sys.executable,
+            "-c",
+            _RUNNER,
+            str(result_file),
+            "--nbval-lax" if lax else "--nbval",
+            "--nbval-current-env",
+            f"--nbval-cell-timeout={cell_timeout}",
+            "-p",
+            "no:cacheprovider",
+            "-o",
+            "addopts=",
+            "-o",
+            "testpaths=",
+            f"--junitxml={junit}",
+            "-q",
+            "--rootdir",
+            str(notebook.parent),
+            *extra_args,
+            str(notebook),
+        ]
+        start = time.perf_counter()
+        proc = subprocess.Popen(
+            args,
+            cwd=cwd or notebook.parent,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, **(env or {})},
+            start_new_session=True,
+            preexec_fn=preexec_fn,
+        )
+        try:
+            output, _ = proc.communicate(timeout=timeout)
+            returncode = proc.returncode
+        except subprocess.TimeoutExpired:
+            import signal
+
+            os.killpg(proc.pid, signal.SIGKILL)
+            output, _ = proc.communicate()
+            returncode = -9
+        wall = time.perf_counter() - start
+        peak_kib = 0
+        if result_file.exists():
+            peak_kib = json.loads(result_file.read_text())["peak_kib"]
+        return NbvalRun(returncode, wall, peak_kib / 1024, output.decode("utf-8", "replace"), _cell_outcomes(junit))

@@ -1,0 +1,69 @@
+"""Exercise generation from solutions (gradacc.notebooks), on small notebooks built here."""
+
+from __future__ import annotations
+
+import nbformat
+import pytest
+from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
+
+from gradacc.cli import main
+from gradacc.notebooks import check_cells, generate_exercise, stale_exercises, write_exercises
+
+
+def _solution():
+    answer = new_code_cell(
+        "def f(x):\n    ### BEGIN SOLUTION\n    return 2 * x\n    ### END SOLUTION\n",
+        id="ex-1-1-answer",
+        metadata={"tags": ["solution"]},
+        outputs=[new_output("stream", name="stdout", text="noise\n")],
+    )
+    check = new_code_cell(
+        "from gradacc.checks import report\nreport('1.1', f(2) == 4)",
+        id="ex-1-1-check",
+        metadata={"tags": ["check", "nbval-check-output"], "gradacc": {"check": "1.1", "points": 2}},
+        outputs=[new_output("stream", name="stdout", text="Exercise 1.1: correct\n")],
+    )
+    return new_notebook(
+        cells=[new_markdown_cell("# 01 · Test"), new_code_cell("x = 1", id="setup"), answer, check],
+        metadata={"widgets": {"state": {}}},
+    )
+
+
+def test_generation_hides_the_answer_and_keeps_the_check():
+    solution = _solution()
+    exercise = generate_exercise(solution)
+    answer, check = exercise.cells[2], exercise.cells[3]
+    assert answer.source == "def f(x):\n    # YOUR CODE HERE\n    raise NotImplementedError()\n"
+    assert answer.outputs == [] and "raises-exception" in answer.metadata.tags
+    assert "return 2 * x" not in nbformat.writes(exercise)
+    assert check.outputs[0]["text"] == "Exercise 1.1: correct\n"
+    assert "nbval-ignore-output" in exercise.cells[1].metadata.tags
+    assert "widgets" not in exercise.metadata
+    assert "### BEGIN SOLUTION" in solution.cells[2].source  # input untouched
+    assert check_cells(exercise) == [{"index": 3, "code_index": 2, "id": "ex-1-1-check", "check": "1.1", "points": 2}]
+
+
+def test_generation_refuses_leaky_or_unmarked_cells():
+    nb = _solution()
+    nb.cells[2].source = "def f(x):\n    return 2 * x\n"
+    with pytest.raises(ValueError, match="solution cell 2"):
+        generate_exercise(nb)
+    nb = _solution()
+    nb.cells[1].source = "### BEGIN SOLUTION\nx = 1\n### END SOLUTION\n"
+    with pytest.raises(ValueError, match="no 'solution' tag"):
+        generate_exercise(nb)
+
+
+def test_stale_detection_and_cli(tmp_path, capsys):
+    solutions, exercises = tmp_path / "solutions", tmp_path / "exercises"
+    solutions.mkdir()
+    nbformat.write(_solution(), solutions / "01_test.ipynb")
+    assert stale_exercises(solutions, exercises) == ["01_test.ipynb"]
+    write_exercises(solutions, exercises)
+    assert stale_exercises(solutions, exercises) == []
+    assert main(["exercises", "--check", "--solutions", str(solutions), "--exercises", str(exercises)]) == 0
+    nb = nbformat.read(solutions / "01_test.ipynb", as_version=4)
+    nb.cells[1].source = "x = 2"
+    nbformat.write(nb, solutions / "01_test.ipynb")
+    assert main(["exercises", "--check", "--solutions", str(solutions), "--exercises", str(exercises)]) == 1
+    assert "stale:" in capsys.readouterr().out

@@ -1,0 +1,86 @@
+"""Every notebook runs on a fresh kernel under nbval: lessons (lax, values checked where tagged), solutions (lax, check
+cells strict), generated exercises (strict: they fail exactly at their check cells, and pass with the answers put back).
+Each run's wall time and kernel peak memory are reported at the end of the session (see conftest.py)."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import nbformat
+import pytest
+from conftest import ROOT, record_notebook_run
+
+from gradacc.notebooks import check_cells, run_nbval, stale_exercises
+
+PEAK_LIMIT_MIB = 1536  # Binder gives learners about 2 GB; the kernel must stay well under it
+LESSONS = sorted((ROOT / "lessons").glob("*.ipynb"))
+SOLUTIONS = sorted((ROOT / "solutions").glob("*.ipynb"))
+
+pytestmark = pytest.mark.notebook
+
+
+def _run(path: Path, tmp_path: Path | None = None, **kwargs):
+    run = run_nbval(path, **kwargs)
+    record_notebook_run(str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else path.name, run)
+    return run
+
+
+def _explain(run) -> str:
+    return f"nbval exit {run.returncode}; failed cells {run.failed_cells}\n{run.output[-6000:]}"
+
+
+def test_exercises_are_generated_from_current_solutions():
+    stale = stale_exercises(ROOT / "solutions", ROOT / "exercises")
+    assert stale == [], f"stale exercises {stale}: run `make exercises`"
+
+
+@pytest.mark.parametrize("path", LESSONS, ids=lambda p: p.name)
+def test_lesson_runs_under_nbval(path: Path):
+    run = _run(path, lax=True)
+    assert run.returncode == 0, _explain(run)
+    assert run.peak_mib <= PEAK_LIMIT_MIB, f"{path.name}: kernel peak {run.peak_mib:.0f} MiB"
+
+
+@pytest.mark.parametrize("path", SOLUTIONS, ids=lambda p: p.name)
+def test_solution_passes_its_checks(path: Path):
+    nb = nbformat.read(path, as_version=4)
+    checks = check_cells(nb)
+    assert len(checks) >= 2, f"{path.name} needs at least two graded check cells"
+    for check in checks:
+        tags = nb.cells[check["index"]].metadata.get("tags", [])
+        assert "nbval-check-output" in tags, f"check cell {check['check']} must be tagged nbval-check-output"
+        assert nb.cells[check["index"]].outputs, f"check cell {check['check']} has no stored output"
+        text = "".join(o.get("text", "") for o in nb.cells[check["index"]].outputs)
+        assert text.strip() == f"Exercise {check['check']}: correct", text
+    run = _run(path, lax=True)
+    assert run.returncode == 0, _explain(run)
+    assert run.peak_mib <= PEAK_LIMIT_MIB
+    assert [run.cells[c["code_index"]]["outcome"] for c in checks] == ["passed"] * len(checks)
+
+
+@pytest.mark.parametrize("path", SOLUTIONS, ids=lambda p: p.name)
+def test_exercise_fails_exactly_at_checks_and_passes_with_answers(path: Path, tmp_path: Path):
+    exercise_path = ROOT / "exercises" / path.name
+    exercise = nbformat.read(exercise_path, as_version=4)
+    checks = check_cells(exercise)
+    unanswered = _run(exercise_path)
+    assert unanswered.returncode != 0
+    assert unanswered.failed_cells == [c["code_index"] for c in checks], _explain(unanswered)
+
+    # Put the answers back (by cell id) into the exercise and run it the way a learner does: strict nbval.
+    answers = {
+        c.id: c.source for c in nbformat.read(path, as_version=4).cells if "solution" in c.metadata.get("tags", [])
+    }
+    filled = copy.deepcopy(exercise)
+    for cell in filled.cells:
+        if cell.get("id") in answers:
+            cell.source = answers[cell.id]
+    assert sum(cell.get("id") in answers for cell in filled.cells) == len(answers)
+    filled_path = ROOT / "exercises" / f".filled-{path.name}"
+    try:
+        nbformat.write(filled, filled_path)
+        answered = _run(filled_path)
+    finally:
+        filled_path.unlink(missing_ok=True)
+    assert answered.returncode == 0, _explain(answered)
