@@ -67,3 +67,16 @@ def test_stale_detection_and_cli(tmp_path, capsys):
     nbformat.write(nb, solutions / "01_test.ipynb")
     assert main(["exercises", "--check", "--solutions", str(solutions), "--exercises", str(exercises)]) == 1
     assert "stale:" in capsys.readouterr().out
+
+
+def test_hidden_notebooks_in_exercises_are_not_stale(tmp_path):
+    # tests/test_notebooks.py writes exercises/.filled-NN_topic.ipynb while it runs; a concurrent staleness check
+    # must not report it
+    solutions, exercises = tmp_path / "solutions", tmp_path / "exercises"
+    solutions.mkdir()
+    nbformat.write(_solution(), solutions / "01_test.ipynb")
+    write_exercises(solutions, exercises)
+    nbformat.write(_solution(), exercises / ".filled-01_test.ipynb")
+    assert stale_exercises(solutions, exercises) == []
+    nbformat.write(_solution(), exercises / "09_orphan.ipynb")
+    assert stale_exercises(solutions, exercises) == ["09_orphan.ipynb"]

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 # Modules that define ``add_cli(subparsers)``; each registers its sub-command(s) and sets ``func`` on its parser.
-SUBCOMMANDS: tuple[str, ...] = ("gradacc.cli",)
+SUBCOMMANDS: tuple[str, ...] = ("gradacc.cli", "gradacc.badges", "gradacc.grading", "gradacc.bench")
 
 
 def _cmd_exercises(args: argparse.Namespace) -> int:

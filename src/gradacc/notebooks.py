@@ -91,7 +91,9 @@ def generate_exercise(solution) -> nbformat.NotebookNode:
         ValueError: a ``solution`` cell without a complete ``### BEGIN/END SOLUTION`` block, or markers outside
             ``solution`` cells (answers would leak into the exercise).
     """
-    nb = copy.deepcopy(solution)
+    from .badges import retarget_badges
+
+    nb = retarget_badges(copy.deepcopy(solution), "exercises")  # the solution's Colab/Binder badges open the exercise
     for index, cell in enumerate(nb.cells):
         if cell.cell_type != "code":
             continue
@@ -157,7 +159,12 @@ def stale_exercises(solutions_dir: Path, exercises_dir: Path) -> list[str]:
         target = exercises_dir / source.name
         if not target.exists() or target.read_text(encoding="utf-8") != _dump(generate_exercise(_read(source))):
             stale.append(source.name)
-    stale += sorted(p.name for p in exercises_dir.glob("*.ipynb") if not (solutions_dir / p.name).exists())
+    # hidden files (the `.filled-*` notebooks tests/test_notebooks.py writes while it runs) are not exercises
+    stale += sorted(
+        p.name
+        for p in exercises_dir.glob("*.ipynb")
+        if not p.name.startswith(".") and not (solutions_dir / p.name).exists()
+    )
     return stale
 
 
@@ -189,6 +196,8 @@ class NbvalRun:
     output: str
     cells: dict[int, dict] = field(default_factory=dict)
     """code-cell index -> ``{"outcome": "passed" | "failed" | "skipped", "message": str}``"""
+    output_bytes: int = 0
+    """bytes the run wrote to its stdout in all; ``output`` keeps at most ``max_output_bytes`` of them"""
 
     @property
     def failed_cells(self) -> list[int]:
@@ -202,6 +211,7 @@ rc = pytest.main(sys.argv[2:])
 peak_kib = max(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
 with open(sys.argv[1], "w") as f:
     json.dump({"rc": int(rc), "peak_kib": peak_kib}, f)
+sys.exit(int(rc))
 """
 
 
@@ -209,7 +219,11 @@ def _cell_outcomes(junit: Path) -> dict[int, dict]:
     cells: dict[int, dict] = {}
     if not junit.exists():
         return cells
-    for case in ET.parse(junit).getroot().iter("testcase"):
+    try:
+        root = ET.parse(junit).getroot()
+    except ET.ParseError:  # cut short (a killed run) or overwritten: no outcomes
+        return cells
+    for case in root.iter("testcase"):
         match = re.search(r"Cell (\d+)", case.get("name", ""))
         if not match:
             continue
@@ -233,6 +247,7 @@ def run_nbval(
     extra_args: tuple[str, ...] = (),
     env: dict[str, str] | None = None,
     preexec_fn=None,
+    max_output_bytes: int | None = None,
 ) -> NbvalRun:
     """Run ``pytest --nbval`` (or ``--nbval-lax``) on one notebook in a separate process.
 
@@ -241,10 +256,12 @@ def run_nbval(
     nbval names its items ``Cell N``).
 
     Args:
-        timeout: wall-clock limit for the whole run in seconds; on expiry the process group is killed and
-            ``returncode`` is ``-9``.
+        timeout: wall-clock limit for the whole run in seconds; on expiry every descendant of the runner (the kernel
+            runs in a session of its own) and the runner's process group are killed and ``returncode`` is ``-9``.
         cell_timeout: nbval's per-cell limit in seconds (``--nbval-cell-timeout``).
         preexec_fn: run in the child before it starts (e.g. ``resource.setrlimit`` for a memory limit).
+        max_output_bytes: keep at most this many bytes of the run's stdout in ``output`` (the rest is read and
+            dropped, so a flood cannot fill the caller's memory); ``output_bytes`` counts them all. ``None``: keep all.
     """
     notebook = Path(notebook).resolve()
     with tempfile.TemporaryDirectory(prefix="gradacc-nbval-") as tmp:
@@ -280,17 +297,75 @@ def run_nbval(
             start_new_session=True,
             preexec_fn=preexec_fn,
         )
-        try:
-            output, _ = proc.communicate(timeout=timeout)
-            returncode = proc.returncode
-        except subprocess.TimeoutExpired:
-            import signal
-
-            os.killpg(proc.pid, signal.SIGKILL)
-            output, _ = proc.communicate()
-            returncode = -9
+        output, output_bytes, timed_out = _read_output(proc, timeout, max_output_bytes)
+        if timed_out:
+            _kill_tree(proc.pid)
+            rest, rest_bytes, _ = _read_output(
+                proc, 5, None if max_output_bytes is None else max_output_bytes - len(output)
+            )
+            output, output_bytes = output + rest, output_bytes + rest_bytes
+        proc.wait()
+        proc.stdout.close()
+        returncode = -9 if timed_out else proc.returncode
         wall = time.perf_counter() - start
         peak_kib = 0
         if result_file.exists():
             peak_kib = json.loads(result_file.read_text())["peak_kib"]
-        return NbvalRun(returncode, wall, peak_kib / 1024, output.decode("utf-8", "replace"), _cell_outcomes(junit))
+        return NbvalRun(
+            returncode,
+            wall,
+            peak_kib / 1024,
+            output.decode("utf-8", "replace"),
+            _cell_outcomes(junit),
+            output_bytes,
+        )
+
+
+def _read_output(proc: subprocess.Popen, timeout: float, limit: int | None) -> tuple[bytes, int, bool]:
+    """Read ``proc.stdout`` until end of file, or until ``proc`` has exited and nothing came for a second (a stray
+    grandchild may hold the pipe), or ``timeout`` seconds; keep at most ``limit`` bytes.
+
+    Returns ``(kept bytes, total bytes read, whether the timeout expired first)``.
+    """
+    import selectors
+
+    kept, total = bytearray(), 0
+    deadline = time.monotonic() + timeout
+    fd = proc.stdout.fileno()
+    with selectors.DefaultSelector() as selector:
+        selector.register(fd, selectors.EVENT_READ)
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return bytes(kept), total, True
+            if not selector.select(min(left, 1.0)):
+                if proc.poll() is not None:
+                    return bytes(kept), total, False
+                continue
+            chunk = os.read(fd, 1 << 16)
+            if not chunk:
+                return bytes(kept), total, False
+            total += len(chunk)
+            if limit is None or len(kept) < limit:
+                kept += chunk if limit is None else chunk[: limit - len(kept)]
+
+
+def _kill_tree(pid: int) -> None:
+    """SIGKILL every descendant of ``pid`` (found while ``pid`` still lives) and then its process group."""
+    import signal
+
+    import psutil
+
+    try:
+        descendants = psutil.Process(pid).children(recursive=True)
+    except psutil.Error:
+        descendants = []
+    for process in descendants:
+        try:
+            process.kill()
+        except psutil.Error:
+            pass
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass

@@ -1,0 +1,53 @@
+"""Hidden checks of exercises/02_pytorch.ipynb, run by `gradacc grade` (README: "Instructor's guide").
+
+The preamble (this part) runs before every block; each `# %% hidden X.Y` block becomes a cell right after check cell
+X.Y of the merged notebook and runs in a copy of the notebook's namespace, with GRADACC_SEED (a new int per grading
+run) defined. A block PRINTS the student's results on inputs drawn from GRADACC_SEED, never a verdict: the grader
+compares the text with what the reference solution prints for the same seed (numbers within one unit of the last
+printed digit), so printing the expected line, patching gradacc.checks or silencing stdout cannot pass it.
+"""
+# ruff: noqa: F821 - GRADACC_SEED and the student's functions come from the notebook
+
+import contextlib
+import io
+import random
+
+import torch
+
+from gradacc.data import digits_loader, load_digits_tensors
+from gradacc.models import make_digits_model
+
+
+def quietly(fn, *args):
+    """Call the student's function with its own prints swallowed (they would change the text compared)."""
+    with contextlib.redirect_stdout(io.StringIO()):
+        return fn(*args)
+
+
+def weights(model: torch.nn.Module) -> str:
+    """Per parameter tensor: its sum and its sum of absolute values (4 decimals)."""
+    return " ".join(f"{float(p.sum()):.4f}/{float(p.abs().sum()):.4f}" for p in model.parameters())
+
+
+rng = random.Random(GRADACC_SEED)
+
+# %% hidden 2.1
+x, y = load_digits_tensors()
+sizes = rng.sample(range(3, 41), rng.randint(2, 5))  # distinct sizes: a mean of means is wrong
+start = rng.randint(0, len(x) - sum(sizes))
+bounds = [start + sum(sizes[:i]) for i in range(len(sizes) + 1)]
+micro_batches = [(x[a:b].clone(), y[a:b].clone()) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+model = make_digits_model(seed=rng.randrange(2**31), hidden=rng.choice([16, 24, 32]))
+optimizer = torch.optim.SGD(model.parameters(), lr=rng.uniform(0.05, 0.5), momentum=rng.choice([0.0, 0.9]))
+loss = quietly(accumulation_window, model, optimizer, micro_batches)
+print(f"sizes {sizes}: loss {float(loss):.5f} weights {weights(model)}")
+
+# %% hidden 2.2
+micro_batch_size, n_samples, accum_steps = rng.randint(4, 20), rng.randint(40, 200), rng.randint(2, 5)
+batches = list(digits_loader(micro_batch_size, seed=rng.randrange(2**31), n_samples=n_samples))
+model = make_digits_model(seed=rng.randrange(2**31), hidden=24)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.2, momentum=0.5)
+scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 1.0 / (1.0 + step))
+losses = quietly(train_epoch, model, optimizer, scheduler, batches, accum_steps)
+print(f"{len(batches)} micro-batches, N={accum_steps}: losses", " ".join(f"{float(v):.5f}" for v in losses))
+print(f"lr {optimizer.param_groups[0]['lr']:.6f} weights {weights(model)}")

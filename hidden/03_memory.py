@@ -1,0 +1,78 @@
+"""Hidden checks of exercises/03_memory.ipynb, run by `gradacc grade` (README: "Instructor's guide").
+
+The preamble (this part) runs before every block; each `# %% hidden X.Y` block becomes a cell right after check cell
+X.Y of the merged notebook and runs in a copy of the notebook's namespace, with GRADACC_SEED (a new int per grading
+run) defined. A block PRINTS the student's results on inputs drawn from GRADACC_SEED, never a verdict: the grader
+compares the text with what the reference solution prints for the same seed.
+"""
+# ruff: noqa: F821 - GRADACC_SEED and the student's functions come from the notebook
+
+import contextlib
+import io
+import random
+
+import torch
+import torch.nn.functional as F
+
+from gradacc.models import make_digits_model
+
+
+def quietly(fn, *args, **kwargs):
+    """Call the student's function with its own prints swallowed (they would change the text compared)."""
+    with contextlib.redirect_stdout(io.StringIO()):
+        return fn(*args, **kwargs)
+
+
+def outcome(fn, *args, **kwargs) -> str:
+    """The value (6 significant digits), ``None``, or the name of the exception raised."""
+    try:
+        value = quietly(fn, *args, **kwargs)
+    except Exception as exc:  # the reference raises ValueError on bad input
+        return type(exc).__name__
+    return "None" if value is None else f"{float(value):.6g}"
+
+
+rng = random.Random(GRADACC_SEED)
+
+# %% hidden 3.1
+for _ in range(4):
+    n = rng.choice([1, 2, 3, 4, 6, 8, 16, 32])
+    effective = n * rng.randint(1, 300)
+    per_sample = rng.uniform(0.001, 2.0)
+    print(f"{per_sample:.6f} x {effective} / {n}: {outcome(micro_batch_activation_mib, per_sample, effective, n)}")
+effective = rng.choice([30, 50, 70, 90])
+print(f"{effective} / 4: {outcome(micro_batch_activation_mib, 0.5, effective, 4)}")
+bad = rng.choice([0, -1, -3])
+print(f"N = {bad}: {outcome(micro_batch_activation_mib, 0.5, 64, bad)}")
+
+# %% hidden 3.2
+for _ in range(6):
+    effective = rng.choice([96, 100, 128, 192, 1000, 4096])
+    persistent = rng.uniform(0.0, 200.0)
+    per_sample = rng.uniform(0.01, 1.0)
+    # a budget just above one N's peak (1e-6 MiB: floating-point rounding must not decide)
+    budget = persistent + per_sample * effective / rng.choice([1, 2, 3, 5, 8, 40, 100]) + 1e-6
+    candidates = rng.choice([(1, 2, 4, 8, 16, 32, 64), (3, 5, 6, 10), (64, 16, 4, 1)])
+    result = outcome(smallest_fitting_n, persistent, per_sample, effective, budget, candidates=candidates)
+    print(f"{persistent:.3f} + {per_sample:.4f} x {effective} / N <= {budget:.3f}, N in {candidates}: {result}")
+bad = -float(rng.randint(0, 9))
+print(f"budget {bad}: {outcome(smallest_fitting_n, 10.0, 1.0, 64, bad)}")
+
+# %% hidden 3.3
+sizes = [rng.randint(1, 5000) for _ in range(4)]
+counter = PeakCounter()
+with counter:
+    kept = [torch.ones(size) for size in sizes]
+    views = [t[1:] for t in kept[1:]]  # views share their base's storage
+    del kept[0]  # freed: nothing else holds it
+    extra = torch.zeros(rng.randint(1, 3000))
+print(f"sizes {sizes}: current {counter.current_bytes} peak {counter.peak_bytes}")
+del views, extra
+hidden, depth, batch = rng.choice([16, 40, 72]), rng.randint(1, 3), rng.randint(2, 64)
+model = make_digits_model(seed=rng.randrange(2**31), hidden=hidden, depth=depth)
+x = torch.rand(batch, 64, generator=torch.Generator().manual_seed(rng.randrange(2**31)))
+y = torch.randint(0, 10, (batch,), generator=torch.Generator().manual_seed(rng.randrange(2**31)))
+counter = PeakCounter()
+with counter:
+    F.cross_entropy(model(x), y).backward()
+print(f"MLP hidden {hidden} depth {depth} batch {batch}: peak {counter.peak_bytes}")

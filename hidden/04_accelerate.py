@@ -1,0 +1,57 @@
+"""Hidden checks of exercises/04_accelerate.ipynb, run by `gradacc grade` (README: "Instructor's guide").
+
+The preamble (this part) runs before every block; each `# %% hidden X.Y` block becomes a cell right after check cell
+X.Y of the merged notebook and runs in a copy of the notebook's namespace, with GRADACC_SEED (a new int per grading
+run) defined. A block PRINTS the student's results on inputs drawn from GRADACC_SEED, never a verdict: the grader
+compares the text with what the reference solution prints for the same seed (numbers within one unit of the last
+printed digit), so printing the expected line, patching gradacc.checks or silencing stdout cannot pass it.
+"""
+# ruff: noqa: F821 - GRADACC_SEED and the student's functions come from the notebook
+
+import contextlib
+import io
+import random
+
+import torch
+from accelerate import Accelerator
+
+from gradacc.accel import reset_accelerate_state
+from gradacc.data import digits_loader
+from gradacc.models import make_digits_model
+
+
+def quietly(fn, *args):
+    """Call the student's function with its own prints swallowed (they would change the text compared)."""
+    with contextlib.redirect_stdout(io.StringIO()):
+        return fn(*args)
+
+
+def weights(model: torch.nn.Module) -> str:
+    """Per parameter tensor: its sum and its sum of absolute values (4 decimals)."""
+    return " ".join(f"{float(p.sum()):.4f}/{float(p.abs().sum()):.4f}" for p in model.parameters())
+
+
+rng = random.Random(GRADACC_SEED)
+
+# %% hidden 4.1
+for _ in range(2):
+    accum_steps, micro_batch_size = rng.randint(2, 5), rng.choice([4, 8, 12])
+    n_samples = micro_batch_size * accum_steps * rng.randint(2, 4)  # full windows only
+    max_norm = rng.choice([None, round(rng.uniform(0.1, 0.5), 2)])
+    reset_accelerate_state()
+    accelerator = Accelerator(gradient_accumulation_steps=accum_steps, cpu=True)
+    model = make_digits_model(seed=rng.randrange(2**31), hidden=rng.choice([16, 24]))
+    optimizer = torch.optim.SGD(model.parameters(), lr=rng.uniform(0.05, 0.3))
+    loader = digits_loader(micro_batch_size, seed=rng.randrange(2**31), n_samples=n_samples)
+    model, optimizer, loader = accelerator.prepare(model, optimizer, loader)
+    quietly(train_epoch, accelerator, model, optimizer, loader, max_norm)
+    print(
+        f"N={accum_steps} B={micro_batch_size} max_norm={max_norm}: weights {weights(accelerator.unwrap_model(model))}"
+    )
+    reset_accelerate_state()
+
+# %% hidden 4.2
+for _ in range(3):
+    n_batches, accum_steps = rng.randint(1, 30), rng.randint(1, 9)
+    scales = [float(quietly(window_loss_scale, i, n_batches, accum_steps)) for i in range(n_batches)]
+    print(f"{n_batches} batches, N={accum_steps}:", " ".join(f"{s:.4f}" for s in scales))

@@ -1,0 +1,57 @@
+"""Hidden checks of exercises/05_trainer.ipynb, run by `gradacc grade` (README: "Instructor's guide").
+
+The preamble (this part) runs before every block; each `# %% hidden X.Y` block becomes a cell right after check cell
+X.Y of the merged notebook and runs in a copy of the notebook's namespace, with GRADACC_SEED (a new int per grading
+run) defined. A block PRINTS the student's results on inputs drawn from GRADACC_SEED, never a verdict: the grader
+compares the text with what the reference solution prints for the same seed (numbers within one unit of the last
+printed digit), so printing the expected line, patching gradacc.checks or silencing stdout cannot pass it.
+"""
+# ruff: noqa: F821 - GRADACC_SEED and the student's functions come from the notebook
+
+import contextlib
+import io
+import random
+import tempfile
+
+import torch
+from transformers import DataCollatorWithPadding
+from transformers.trainer_callback import PrinterCallback
+
+from gradacc.trainer import encode_dataset, family_split, probe_args, tiny_bert_classifier, train_wordlevel_tokenizer
+
+
+def quietly(fn, *args, **kwargs):
+    """Call the student's function with its own prints swallowed (they would change the text compared)."""
+    with contextlib.redirect_stdout(io.StringIO()):
+        return fn(*args, **kwargs)
+
+
+rng = random.Random(GRADACC_SEED)
+
+# %% hidden 5.1
+for case in range(3):
+    generator = torch.Generator().manual_seed(rng.randrange(2**31))
+    rows, width, vocab = rng.randint(1, 4), rng.randint(2, 9), rng.randint(3, 20)
+    logits = torch.randn(rows, width, vocab, generator=generator)
+    labels = torch.randint(0, vocab, (rows, width), generator=generator)
+    for row in range(rows):
+        labels[row, rng.randint(2, width) :] = -100  # padding after at least 2 real tokens
+    count = rng.choice([None, int((labels[:, 1:] != -100).sum()) + rng.randint(0, 30)])
+    loss = quietly(causal_lm_loss, {"logits": logits}, labels, num_items_in_batch=count)
+    print(f"case {case}: logits {tuple(logits.shape)}, num_items_in_batch={count}: loss {float(loss):.5f}")
+
+# %% hidden 5.2
+micro_batch_size, accum_steps = rng.choice([4, 6, 8]), rng.randint(2, 4)
+split = family_split(seed=rng.randint(0, 99))
+tokenizer = train_wordlevel_tokenizer(split.train_texts, vocab_size=400)
+dataset = encode_dataset(tokenizer, split.train_texts[:64], split.train_labels[:64], max_length=24)
+model = tiny_bert_classifier(len(tokenizer), 4, seed=rng.randrange(2**31), hidden_size=16, num_layers=1)
+before = [p.detach().clone().double() for p in model.parameters()]
+with tempfile.TemporaryDirectory() as tmp:
+    args = probe_args(tmp, micro_batch_size, accum_steps, use_cpu=True, dataloader_pin_memory=False)
+    trainer = quietly(make_fixed_trainer, model, args, dataset, DataCollatorWithPadding(tokenizer))
+    trainer.remove_callback(PrinterCallback)
+    quietly(trainer.train)
+after = [p.detach().cpu().double() for p in trainer.model.parameters()]
+update = sum(float((a - b).pow(2).sum()) for a, b in zip(after, before, strict=True)) ** 0.5
+print(f"B={micro_batch_size} N={accum_steps}: update norm {update:.5f}, classifier sum {float(after[-2].sum()):.4f}")

@@ -1,0 +1,61 @@
+"""Hidden checks of exercises/06_jax.ipynb, run by `gradacc grade` (README: "Instructor's guide").
+
+The preamble (this part) runs before every block; each `# %% hidden X.Y` block becomes a cell right after check cell
+X.Y of the merged notebook and runs in a copy of the notebook's namespace, with GRADACC_SEED (a new int per grading
+run) defined. A block PRINTS the student's results on inputs drawn from GRADACC_SEED, never a verdict: the grader
+compares the text with what the reference solution prints for the same seed (numbers within one unit of the last
+printed digit), so printing the expected line, patching gradacc.checks or silencing stdout cannot pass it.
+"""
+# ruff: noqa: F821 - GRADACC_SEED and the student's functions come from the notebook
+
+import contextlib
+import io
+import random
+
+import jax
+import jax.numpy as jnp
+
+from gradacc import jaxacc
+from gradacc.data import IGNORE_INDEX
+
+
+def draw_problem(seed: int, sizes: tuple[int, ...], rows: int, real: int):
+    """MLP parameters and a batch whose rows after ``real`` are padding (label IGNORE_INDEX)."""
+    k_params, k_x, k_y = jax.random.split(jax.random.key(seed), 3)
+    params = jaxacc.mlp_init(k_params, sizes)
+    x = jax.random.normal(k_x, (rows, sizes[0]))
+    y = jax.random.randint(k_y, (rows,), 0, sizes[-1], dtype=jnp.int32)
+    return params, x, jnp.where(jnp.arange(rows) < real, y, IGNORE_INDEX)
+
+
+def quietly(fn, *args):
+    """Call the student's function with its own prints swallowed (they would change the text compared)."""
+    with contextlib.redirect_stdout(io.StringIO()):
+        return fn(*args)
+
+
+def show(name: str, result) -> None:
+    """One line: the loss and, per gradient leaf, its sum and its sum of absolute values (5 decimals)."""
+    loss, grads = result
+    leaves = jax.tree_util.tree_leaves(grads)
+    sums = " ".join(f"{float(jnp.sum(g)):.5f}/{float(jnp.sum(jnp.abs(g))):.5f}" for g in leaves)
+    print(f"{name}: loss {float(loss):.5f} grads {sums}")
+
+
+rng = random.Random(GRADACC_SEED)
+
+# %% hidden 6.1
+for case in range(2):
+    accum_steps = rng.choice([2, 4, 8])
+    rows = accum_steps * rng.randint(2, 6)
+    sizes = (rng.randint(3, 12), rng.randint(4, 16), rng.randint(2, 6))
+    params, x, y = draw_problem(rng.randrange(2**31), sizes, rows, rng.randint(rows // 2, rows))
+    show(f"scan case {case}", quietly(jax.jit(accumulate_scan, static_argnums=3), params, x, y, accum_steps))
+
+# %% hidden 6.2
+lengths = rng.sample(range(1, 21), rng.randint(2, 5))  # distinct sizes: a mean of means is wrong
+sizes = (rng.randint(3, 12), rng.randint(4, 16), rng.randint(2, 6))
+params, x, y = draw_problem(rng.randrange(2**31), sizes, sum(lengths), sum(lengths))
+bounds = [sum(lengths[:i]) for i in range(len(lengths) + 1)]
+micro_batches = [(x[a:b], y[a:b]) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+show(f"window {lengths}", quietly(window_grads, params, micro_batches))

@@ -1,0 +1,162 @@
+"""Checks of lesson 03 (``03_memory``): activation memory of a micro-batch, the smallest N that fits a budget, and a
+live-storage counter written from scratch.
+
+Each check runs the learner's code on inputs of its own (not the notebook's), compares with ``gradacc.memory``, prints
+exactly one line (``Exercise 3.1: correct`` or ``Exercise 3.1: incorrect - <what is wrong>``) and returns ``None``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+import torch.nn.functional as F
+
+from ..memory import MIB, LiveStorageCounter, MemoryProfile, smallest_fitting_accum_steps
+from ..models import make_digits_model
+from . import close, run_check
+
+__all__ = ["check_micro_batch_activation_mib", "check_smallest_fitting_n", "check_peak_counter"]
+
+
+def _raises_value_error(fn: Callable, *args) -> bool:
+    try:
+        fn(*args)
+    except ValueError:
+        return True
+    except NotImplementedError:
+        raise
+    except Exception:
+        return False
+    return False
+
+
+def check_micro_batch_activation_mib(micro_batch_activation_mib: Callable) -> None:
+    """Exercise 3.1: ``micro_batch_activation_mib(activation_mib_per_sample, effective_batch_size, accum_steps)``.
+
+    The activations one micro-batch keeps for its backward pass: per-sample MiB x (effective batch / N). An effective
+    batch that N does not divide, or N < 1, must raise ``ValueError``.
+    """
+
+    def body() -> str | None:
+        cases = [(0.0078125, 4096, 8, 4.0), (0.25, 96, 3, 8.0), (0.01, 100, 4, 0.25), (1.5, 64, 1, 96.0)]
+        for per_sample, effective, n, want in cases:
+            problem = close(
+                f"micro_batch_activation_mib({per_sample}, {effective}, {n})",
+                micro_batch_activation_mib(per_sample, effective, n),
+                want,
+                1e-9,
+            )
+            if problem:
+                return problem
+        for args in ((0.01, 100, 8), (0.01, 64, 0), (0.01, 64, -2)):
+            if not _raises_value_error(micro_batch_activation_mib, *args):
+                return f"micro_batch_activation_mib{args} should raise ValueError (the micro-batches cannot be equal)"
+        return None
+
+    run_check("3.1", body)
+
+
+def check_smallest_fitting_n(smallest_fitting_n: Callable) -> None:
+    """Exercise 3.2: ``smallest_fitting_n(persistent_mib, activation_mib_per_sample, effective_batch_size, budget_mib,
+    candidates=(1, 2, 4, 8, 16, 32, 64))``.
+
+    The smallest N among ``candidates`` that divides the effective batch and whose peak ``persistent + per-sample x
+    effective / N`` is at most the budget; ``None`` if none does; ``ValueError`` for a budget <= 0. Compared with
+    ``gradacc.memory.smallest_fitting_accum_steps`` on an analytic ``MemoryProfile`` with that persistent part.
+    """
+
+    def reference(persistent, per_sample, effective, budget, candidates=(1, 2, 4, 8, 16, 32, 64)):
+        profile = MemoryProfile(
+            n_params=1,
+            parameter_bytes=round(persistent * MIB),
+            gradient_bytes=0,
+            optimizer_state_bytes=0,
+            activation_bytes_per_sample=per_sample * MIB,
+        )
+        return smallest_fitting_accum_steps(profile, budget, candidates, effective_batch_size=effective)
+
+    def body() -> str | None:
+        cases = [
+            ((100.0, 0.5, 1024, 400.0), {}),  # 100 + 512 / N <= 400 -> N = 2
+            ((100.0, 0.5, 1024, 164.0), {}),  # exactly 100 + 64 at N = 8: fits (<=)
+            ((100.0, 0.5, 1024, 163.9), {}),  # just below: N = 16
+            ((300.0, 0.5, 1024, 250.0), {}),  # the persistent part alone is too big: None
+            ((10.0, 1.0, 96, 30.0), {}),  # N = 8: 10 + 12 = 22
+            ((10.0, 1.0, 96, 11.6), {}),  # only N = 64 would fit (11.5), but 96 % 64 != 0: None
+            ((10.0, 1.0, 96, 30.0), {"candidates": (3, 6, 12)}),  # N = 6: 10 + 16 = 26
+            ((10.0, 1.0, 96, 11.0), {"candidates": (3, 6, 12)}),  # 10 + 8 > 11: None
+            ((0.0, 2.0, 64, 200.0), {}),  # fits at N = 1
+        ]
+        for args, kwargs in cases:
+            want = reference(*args, **kwargs)
+            got = smallest_fitting_n(*args, **kwargs)
+            if got != want or (got is not None and not isinstance(got, int)):
+                extra = f", {kwargs}" if kwargs else ""
+                return f"smallest_fitting_n{args}{extra} returned {got!r}, expected {want!r}"
+        for bad in (0.0, -5.0):
+            if not _raises_value_error(smallest_fitting_n, 10.0, 1.0, 64, bad):
+                return f"a budget of {bad} MiB should raise ValueError"
+        return None
+
+    run_check("3.2", body)
+
+
+def _mlp_workload(seed: int) -> tuple[Callable[[], None], torch.nn.Module]:
+    model = make_digits_model(seed=seed, hidden=96, depth=2)
+    generator = torch.Generator().manual_seed(seed)
+    x = torch.rand(48, 64, generator=generator)
+    y = torch.randint(0, 10, (48,), generator=generator)
+
+    def run() -> None:
+        loss = F.cross_entropy(model(x), y, reduction="sum")
+        loss.backward()
+        del loss
+
+    return run, model
+
+
+def check_peak_counter(counter_class: type) -> None:
+    """Exercise 3.3: a ``TorchDispatchMode`` subclass with ``current_bytes`` and ``peak_bytes``.
+
+    It must count each new tensor storage once (views share their base's storage), subtract it when Python frees it,
+    and keep the largest total. Checked on a few tensors and views, and on a forward+backward of a digits MLP whose
+    peak must equal ``gradacc.memory.LiveStorageCounter``'s to the byte.
+    """
+
+    def body() -> str | None:
+        counter = counter_class()
+        with counter:
+            a = torch.ones(1024)  # 4,096 bytes
+            view = a[2:]  # a view: no new storage
+            b = torch.ones(2048)  # 8,192 bytes
+            after_alloc = counter.current_bytes
+            del a, view, b
+            c = torch.zeros(256)  # 1,024 bytes
+        if after_alloc != 12288:
+            return f"after ones(1024), a view of it and ones(2048), current_bytes = {after_alloc}, expected 12288"
+        if counter.current_bytes != 1024:
+            return (
+                f"after freeing those and allocating zeros(256), current_bytes = {counter.current_bytes}, expected "
+                "1024 (subtract a storage when it is freed: weakref.finalize on the storage)"
+            )
+        if counter.peak_bytes != 12288:
+            return f"peak_bytes = {counter.peak_bytes}, expected 12288 (the largest current_bytes seen)"
+        del c
+        for seed in (3, 4):
+            run, _model = _mlp_workload(seed)
+            reference = LiveStorageCounter()
+            with reference:
+                run()
+            _model.zero_grad(set_to_none=True)
+            mine = counter_class()
+            with mine:
+                run()
+            if mine.peak_bytes != reference.peak_bytes:
+                return (
+                    f"forward+backward of a 2-layer MLP (seed {seed}): peak_bytes = {mine.peak_bytes}, expected "
+                    f"{reference.peak_bytes}"
+                )
+        return None
+
+    run_check("3.3", body)

@@ -1,0 +1,111 @@
+"""Checks of the exercises of lesson 06 (JAX). Each prints one line, ``Exercise 6.N: correct`` or what is wrong.
+
+The check functions print and return ``None`` (a check cell shows only its line). The learner's functions are tested
+on inputs of the check's own (other layer sizes, other batch sizes, padding), not only on the notebook's, against
+``gradacc.jaxacc``'s reference: the full-batch gradient of the mean loss.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .. import jaxacc
+from ..data import IGNORE_INDEX
+from . import close, run_check
+
+__all__ = ["check_scan_accumulation", "check_unequal_window", "TOLERANCE"]
+
+TOLERANCE = 1e-5
+"""Absolute tolerance on losses and gradient entries (float32; the correct answers agree to about 1e-8)."""
+
+
+def _problem(seed: int, sizes: tuple[int, ...], rows: int, real: int):
+    """MLP parameters and a batch of ``rows`` rows whose first ``real`` rows are real, the rest ``IGNORE_INDEX`` padding.
+
+    Drawn with NumPy (PyTorch's ``nn.Linear`` bounds, standard-normal inputs): eager JAX would compile every random op.
+    """
+    rng = np.random.default_rng(seed)
+    params = [
+        {
+            "w": jnp.asarray(rng.uniform(-1, 1, (n_in, n_out)) / np.sqrt(n_in), jnp.float32),
+            "b": jnp.asarray(rng.uniform(-1, 1, n_out) / np.sqrt(n_in), jnp.float32),
+        }
+        for n_in, n_out in zip(sizes[:-1], sizes[1:], strict=True)
+    ]
+    x = jnp.asarray(rng.standard_normal((rows, sizes[0])), jnp.float32)
+    labels = rng.integers(0, sizes[-1], rows)
+    y = jnp.asarray(np.where(np.arange(rows) < real, labels, IGNORE_INDEX), jnp.int32)
+    return params, x, y
+
+
+def _compare(name: str, got: object, params, x_real, y_real) -> str | None:
+    try:
+        loss, grads = got  # type: ignore[misc]
+    except (TypeError, ValueError):
+        return f"{name}: return a pair (loss, grads), got {type(got).__name__}"
+    want_loss, want_grads = jaxacc.full_batch_grads(params, x_real, y_real)
+    if jax.tree_util.tree_structure(grads) != jax.tree_util.tree_structure(want_grads):
+        return f"{name}: grads must have the parameters' structure {jax.tree_util.tree_structure(want_grads)}"
+    hint = "sum over micro-batches, then divide once by the number of real (non-IGNORE_INDEX) labels in the window"
+    problem = close(f"{name}: loss", loss, float(want_loss), TOLERANCE)
+    if problem:
+        return f"{problem}; the loss is the mean per real item: {hint}"
+    diff = jaxacc.max_abs_diff(grads, want_grads)
+    if not diff <= TOLERANCE:
+        return f"{name}: max |grads - full-batch grads| = {diff:.3g} > {TOLERANCE:g}; {hint}"
+    return None
+
+
+def check_scan_accumulation(accumulate: Callable) -> None:
+    """Exercise 6.1: ``accumulate(params, x, y, accum_steps) -> (loss, grads)`` with ``jax.lax.scan``.
+
+    Must equal the full-batch mean loss and gradient over the REAL rows (labels not ``IGNORE_INDEX``), for several
+    models, batch sizes and ``accum_steps`` (1, 4, 8), when jitted with ``accum_steps`` static, and its traced
+    program must contain a ``scan`` (a Python loop is unrolled instead).
+    """
+
+    def body() -> str | None:
+        cases = [
+            ("3 layers, N=4, 13 padding rows", 1, (12, 20, 16, 5), 48, 35, 4),
+            ("2 layers, N=8, no padding", 2, (64, 32, 10), 64, 64, 8),
+        ]
+        jitted = jax.jit(accumulate, static_argnums=3)
+        for name, seed, sizes, rows, real, n in cases:
+            params, x, y = _problem(seed, sizes, rows, real)
+            problem = _compare(name, jitted(params, x, y, n), params, x[:real], y[:real])
+            if problem:
+                return problem
+        params, x, y = _problem(3, (6, 8, 4), 32, 30)
+        if jaxacc.count_traced_ops(lambda p, a, b: accumulate(p, a, b, 4), params, x, y, primitive="scan") == 0:
+            return "the traced program has no scan: write the micro-step as the body of jax.lax.scan, not a Python loop"
+        return None
+
+    run_check("6.1", body)
+
+
+def check_unequal_window(window_grads: Callable) -> None:
+    """Exercise 6.2: ``window_grads(params, micro_batches) -> (loss, grads)`` for micro-batches of different sizes.
+
+    ``micro_batches`` is a list of ``(x_i [n_i, in], y_i [n_i])``; the answer must equal the mean loss and gradient
+    of the concatenated window (every SAMPLE weighs the same), not the mean of the micro-batch means.
+    """
+
+    def body() -> str | None:
+        cases = [
+            ("sizes 5, 40, 17", 5, (12, 20, 5), (5, 40, 17)),
+            ("sizes 40, 40, 5", 6, (12, 20, 5), (40, 40, 5)),
+        ]
+        for name, seed, sizes, lengths in cases:
+            params, x, y = _problem(seed, sizes, sum(lengths), sum(lengths))
+            bounds = [sum(lengths[:i]) for i in range(len(lengths) + 1)]
+            micro_batches = [(x[a:b], y[a:b]) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+            problem = _compare(name, window_grads(params, micro_batches), params, x, y)
+            if problem:
+                return problem
+        return None
+
+    run_check("6.2", body)

@@ -1,0 +1,277 @@
+"""The DDP worker of lesson 07: gradient accumulation with ``DistributedDataParallel`` across real processes.
+
+Started by torchrun (one process per rank), usually through ``gradacc.distributed.run_ddp_lesson``::
+
+    torchrun --nnodes=1 --nproc-per-node=2 --master-addr=127.0.0.1 --master-port=PORT \\
+        -m gradacc.ddp_worker --out result.pt --micro-batch-size 8 --accum-steps 4
+
+``init_process_group`` reads ``RANK``, ``WORLD_SIZE``, ``MASTER_ADDR`` and ``MASTER_PORT`` from torchrun's
+environment. Backend: gloo on CPU, NCCL when CUDA is available (``--backend auto``, the default). The same file runs
+unchanged on several GPU machines (lesson 07, section 6). Rank 0 writes one ``torch.save`` file (load it with
+``torch.load(path, weights_only=True)``) holding:
+
+``"world_size"``, ``"backend"``, ``"micro_batch_size"``, ``"accum_steps"``, ``"effective_batch_size"``,
+``"samples_per_rank"`` (list), ``"samples_total"`` (all-gathered), ``"rank0_indices"`` (the digits rank 0 read);
+
+``"no_sync"`` and ``"sync_every_micro_step"``: one window of ``make_digits_model(seed=0, hidden=32)`` with SGD,
+with and without ``no_sync()`` on the first N-1 micro-steps: ``"weights"`` (list of tensors, parameter order),
+``"allreduce_calls"``, ``"allreduce_elements"``, ``"max_rank_weight_diff"`` (largest difference between the ranks'
+weights after the step: DDP keeps replicas identical), ``"loss"`` (mean loss of the window over all ranks);
+
+``"timing"``: ``"windows"``, ``"parameters"``, ``"no_sync_s"`` / ``"sync_s"`` (median wall seconds per window on
+rank 0), ``"no_sync_comm_s"`` / ``"sync_comm_s"`` (all-reduce seconds per window), ``"no_sync_calls"`` /
+``"sync_calls"`` (hook calls per window);
+
+``"tokens"`` (two ranks only): ``"tokens_per_rank"``, ``"loss_sum_per_rank"`` (summed token losses),
+``"grads_local_items"`` (each rank divides by its own tokens: DDP then averages the per-rank means) and
+``"grads_global_items"`` (each rank divides by the all-reduced token count and multiplies by world_size, so DDP's
+average is the sum of all token losses / all tokens).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import statistics
+import sys
+import time
+from collections.abc import Sequence
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.distributed.elastic.multiprocessing.errors import record
+from torch.nn.parallel import DistributedDataParallel as DDP
+from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
+
+from .accumulation import Batch, LossFn, count_items, sum_cross_entropy
+from .data import check_accum_steps, load_digits_tensors
+from .distributed import TOKEN_LABEL_COUNTS, AllReduceCounter, effective_batch_size, token_vocab_size, token_windows
+from .models import TinyLM, make_digits_model
+
+__all__ = ["WEIGHTINGS", "accumulate_window", "build_parser", "main"]
+
+WEIGHTINGS = ("global_items", "local_items")
+"""How ``accumulate_window`` scales each micro-batch's summed loss:
+
+* ``"global_items"``: by ``world_size / items in the window on ALL ranks`` (the count is all-reduced). DDP averages
+  the ranks' gradients (divides their sum by world_size), so the result is the gradient of
+  ``sum of every item loss / every item``: the big-batch gradient, whatever the counts per rank.
+* ``"local_items"``: by ``1 / items in this rank's window``: each rank's gradient is its own mean, and DDP's average
+  is the MEAN OF PER-RANK MEANS, which over-weights the items of ranks that hold few of them.
+"""
+
+
+def accumulate_window(
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer | None,
+    micro_batches: Sequence[Batch],
+    *,
+    use_no_sync: bool = True,
+    weighting: str = "global_items",
+    loss_fn: LossFn = sum_cross_entropy,
+) -> dict[str, float | int]:
+    """One accumulation window on a DDP model: N micro-steps, the first N-1 inside ``no_sync()``, one optimizer step.
+
+    ``no_sync()`` turns off DDP's gradient all-reduce for the backward passes inside it; gradients accumulate locally
+    in ``.grad``. The backward of the last micro-step runs outside it and all-reduces the accumulated gradients once
+    (what each rank adds up is linear, so reducing once at the end gives the same sum as reducing every micro-step).
+
+    Args:
+        model: a ``DistributedDataParallel`` model (``no_sync`` is used only if ``use_no_sync``).
+        optimizer: stepped once and zeroed after the window; ``None`` leaves the gradients in ``.grad``.
+        micro_batches: this rank's micro-batches of the window, N >= 1 ``(inputs, labels)`` pairs.
+        use_no_sync: ``False`` all-reduces after every micro-step (N times as many all-reduces, same result).
+        weighting: see ``WEIGHTINGS``.
+        loss_fn: SUMMED loss of a micro-batch (default ``gradacc.accumulation.sum_cross_entropy``).
+
+    Returns:
+        ``{"local_items", "global_items", "loss"}``: items on this rank, items on all ranks, and the window's mean
+        loss per item over all ranks (a float, computed with one extra all-reduce of ``[loss sum, items]``).
+
+    Raises:
+        ValueError: no micro-batches, an unknown ``weighting``, or ``use_no_sync`` on a model without ``no_sync``.
+    """
+    if len(micro_batches) == 0:
+        raise ValueError("a window needs at least one micro-batch, got none")
+    if weighting not in WEIGHTINGS:
+        raise ValueError(f"weighting must be one of {WEIGHTINGS}, got {weighting!r}")
+    if use_no_sync and not hasattr(model, "no_sync"):
+        raise ValueError("use_no_sync=True needs a DistributedDataParallel model; wrap it in DDP or pass False")
+    device = next(model.parameters()).device
+    world = dist.get_world_size()
+    local_items = sum(count_items(b) for b in micro_batches)
+    counts = torch.tensor([local_items], dtype=torch.float64, device=device)
+    dist.all_reduce(counts)  # one tiny all-reduce per window: the number of items on all ranks
+    global_items = int(counts.item())
+    scale = world / global_items if weighting == "global_items" else 1.0 / local_items
+    loss_sum = 0.0
+    n = len(micro_batches)
+    for i, batch in enumerate(micro_batches):
+        sync = (not use_no_sync) or i == n - 1
+        with contextlib.nullcontext() if sync else model.no_sync():
+            loss = loss_fn(model, batch)
+            (loss * scale).backward()
+        loss_sum += float(loss.detach())
+    if optimizer is not None:
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+    total = torch.tensor([loss_sum], dtype=torch.float64, device=device)
+    dist.all_reduce(total)
+    return {"local_items": local_items, "global_items": global_items, "loss": float(total.item()) / global_items}
+
+
+def _flat(model: nn.Module) -> torch.Tensor:
+    return torch.cat([p.detach().reshape(-1) for p in model.parameters()])
+
+
+def _max_rank_diff(model: nn.Module) -> float:
+    mine = _flat(model)
+    gathered = [torch.empty_like(mine) for _ in range(dist.get_world_size())]
+    dist.all_gather(gathered, mine)
+    return max(float((g - gathered[0]).abs().max()) for g in gathered)
+
+
+def _wrap(model: nn.Module, device: torch.device) -> tuple[DDP, AllReduceCounter]:
+    model = model.to(device)
+    ddp = DDP(model, device_ids=[device.index] if device.type == "cuda" else None)
+    counter = AllReduceCounter()
+    ddp.register_comm_hook(state=None, hook=counter.hook)
+    return ddp, counter
+
+
+def _to(batches: Sequence[Batch], device: torch.device) -> list[Batch]:
+    return [(x.to(device), y.to(device)) for x, y in batches]
+
+
+def _one_window(micro_batches, device, lr: float, use_no_sync: bool) -> dict[str, Any]:
+    ddp, counter = _wrap(make_digits_model(seed=0, hidden=32), device)
+    optimizer = torch.optim.SGD(ddp.parameters(), lr=lr)
+    info = accumulate_window(ddp, optimizer, micro_batches, use_no_sync=use_no_sync)
+    return {
+        "weights": [p.detach().cpu().clone() for p in ddp.module.parameters()],
+        "allreduce_calls": counter.calls,
+        "allreduce_elements": counter.elements,
+        "max_rank_weight_diff": _max_rank_diff(ddp.module),
+        "loss": info["loss"],
+        "local_items": info["local_items"],
+        "global_items": info["global_items"],
+    }
+
+
+def _timing(micro_batches, device, hidden: int, windows: int, lr: float) -> dict[str, Any]:
+    ddp, counter = _wrap(make_digits_model(seed=0, hidden=hidden, depth=2), device)
+    optimizer = torch.optim.SGD(ddp.parameters(), lr=lr)
+    modes = (True, False)
+    for use_no_sync in modes:  # warm-up: DDP rebuilds its buckets after the first iteration
+        accumulate_window(ddp, optimizer, micro_batches, use_no_sync=use_no_sync)
+    seconds: dict[bool, list[float]] = {m: [] for m in modes}
+    comm: dict[bool, float] = dict.fromkeys(modes, 0.0)
+    calls: dict[bool, int] = dict.fromkeys(modes, 0)
+    for _ in range(windows):
+        for use_no_sync in modes:  # interleaved, so a slow spell on a busy machine hits both modes
+            counter.reset()
+            dist.barrier()
+            start = time.perf_counter()
+            accumulate_window(ddp, optimizer, micro_batches, use_no_sync=use_no_sync)
+            seconds[use_no_sync].append(time.perf_counter() - start)
+            comm[use_no_sync] += counter.seconds
+            calls[use_no_sync] += counter.calls
+    return {
+        "windows": windows,
+        "parameters": sum(p.numel() for p in ddp.parameters()),
+        "no_sync_s": statistics.median(seconds[True]),
+        "sync_s": statistics.median(seconds[False]),
+        "no_sync_comm_s": comm[True] / windows,
+        "sync_comm_s": comm[False] / windows,
+        "no_sync_calls": calls[True] / windows,
+        "sync_calls": calls[False] / windows,
+    }
+
+
+def _tokens(rank: int, device: torch.device) -> dict[str, Any]:
+    window = _to(token_windows()[rank], device)
+    result: dict[str, Any] = {}
+    for weighting in WEIGHTINGS:
+        ddp, _ = _wrap(TinyLM(token_vocab_size(), dim=16, seed=0), device)
+        info = accumulate_window(ddp, None, window, weighting=weighting)
+        result[f"grads_{weighting}"] = [p.grad.detach().cpu().clone() for p in ddp.module.parameters()]
+        with torch.no_grad():
+            loss_sum = sum(float(sum_cross_entropy(ddp.module, b)) for b in window)
+        gathered: list[Any] = [None] * dist.get_world_size()
+        dist.all_gather_object(gathered, (info["local_items"], loss_sum))
+        result["tokens_per_rank"] = [g[0] for g in gathered]
+        result["loss_sum_per_rank"] = [g[1] for g in gathered]
+    return result
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m gradacc.ddp_worker", description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, required=True, help="result file written by rank 0 (torch.save)")
+    parser.add_argument("--micro-batch-size", type=int, default=8, help="samples per micro-batch per rank")
+    parser.add_argument("--accum-steps", type=int, default=4, help="micro-batches per optimizer step (N)")
+    parser.add_argument("--lr", type=float, default=0.1, help="SGD learning rate")
+    parser.add_argument("--timing-windows", type=int, default=20, help="windows timed per mode")
+    parser.add_argument("--timing-hidden", type=int, default=256, help="hidden width of the timed model")
+    parser.add_argument("--backend", choices=("auto", "gloo", "nccl"), default="auto")
+    return parser
+
+
+@record  # a failing rank's traceback goes into torchrun's error report
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    check_accum_steps(args.accum_steps)
+    backend = args.backend
+    if backend == "auto":
+        backend = "nccl" if torch.cuda.is_available() else "gloo"
+    dist.init_process_group(backend, timeout=timedelta(seconds=120))
+    try:
+        rank, world = dist.get_rank(), dist.get_world_size()
+        if backend == "nccl":
+            import os
+
+            device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0)))
+            torch.cuda.set_device(device)
+        else:
+            device = torch.device("cpu")
+        torch.set_num_threads(1)
+        micro, n = args.micro_batch_size, args.accum_steps
+        total = effective_batch_size(micro, n, world)
+        x, y = load_digits_tensors()
+        dataset = TensorDataset(x[:total], y[:total])
+        sampler = DistributedSampler(dataset, num_replicas=world, rank=rank, shuffle=False)
+        micro_batches = _to(list(DataLoader(dataset, batch_size=micro, sampler=sampler)), device)
+        if len(micro_batches) != n:
+            raise RuntimeError(f"rank {rank} got {len(micro_batches)} micro-batches, expected accum_steps={n}")
+        samples = torch.tensor([sum(len(b[1]) for b in micro_batches)], device=device)
+        per_rank = [torch.zeros_like(samples) for _ in range(world)]
+        dist.all_gather(per_rank, samples)
+        result: dict[str, Any] = {
+            "world_size": world,
+            "backend": backend,
+            "micro_batch_size": micro,
+            "accum_steps": n,
+            "effective_batch_size": total,
+            "samples_per_rank": [int(s.item()) for s in per_rank],
+            "samples_total": int(sum(s.item() for s in per_rank)),
+            "rank0_indices": [int(i) for i in sampler],  # written by rank 0: its own indices
+            "no_sync": _one_window(micro_batches, device, args.lr, use_no_sync=True),
+            "sync_every_micro_step": _one_window(micro_batches, device, args.lr, use_no_sync=False),
+            "timing": _timing(micro_batches, device, args.timing_hidden, args.timing_windows, args.lr),
+            "tokens": _tokens(rank, device) if world == len(TOKEN_LABEL_COUNTS) else None,
+        }
+        if rank == 0:
+            tmp = args.out.with_suffix(".partial")
+            torch.save(result, tmp)
+            tmp.replace(args.out)  # the launcher never sees a half-written file
+        dist.barrier()
+    finally:
+        dist.destroy_process_group()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,229 @@
+"""Where a lesson runs: the runtime (Colab, Binder or a local machine), the device, library versions and resources.
+
+Lesson 00 prints all of it; every lesson's setup cell picks its device with ``pick_device``.
+Units: MiB (2**20 bytes).
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import sys
+from collections.abc import Container, Iterable, Mapping
+from importlib import metadata
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal
+
+from .memory import MIB
+
+if TYPE_CHECKING:
+    import torch
+
+__all__ = [
+    "BINDER_ENV_VARS",
+    "COLAB_ENV_VARS",
+    "LIBRARIES",
+    "Runtime",
+    "runtime",
+    "pick_device",
+    "library_versions",
+    "unmet_requirements",
+    "memory_limit_mib",
+    "describe_environment",
+]
+
+Runtime = Literal["colab", "binder", "local"]
+
+COLAB_ENV_VARS: tuple[str, ...] = ("COLAB_RELEASE_TAG",)
+"""Set in every Google Colab runtime (libraries such as ``google-cloud-bigquery`` detect Colab by it)."""
+
+BINDER_ENV_VARS: tuple[str, ...] = (
+    "BINDER_REQUEST",
+    "BINDER_PERSISTENT_REQUEST",
+    "BINDER_REPO_URL",
+    "BINDER_REF_URL",
+    "BINDER_LAUNCH_HOST",
+    "BINDER_SERVICE_HOST",
+)
+"""Environment variables a BinderHub session carries.
+
+The first five are set by BinderHub's spawner for every launched server (``BinderSpawnerMixin.get_env`` in
+``binderhub/binderspawner_mixin.py``: ``repo_url`` -> ``BINDER_REPO_URL`` and ``binder_ref_url``,
+``binder_launch_host``, ``binder_persistent_request``, ``binder_request`` upper-cased); ``BINDER_SERVICE_HOST`` is the
+Kubernetes service variable of mybinder.org's ``binder`` service. ``JUPYTERHUB_*`` variables alone do not mean
+Binder: every JupyterHub sets them.
+"""
+
+LIBRARIES: tuple[str, ...] = (
+    "gradacc",
+    "torch",
+    "numpy",
+    "scikit-learn",
+    "matplotlib",
+    "ipywidgets",
+    "tqdm",
+    "nbval",
+    "jax",
+    "optax",
+    "transformers",
+    "accelerate",
+)
+"""The distributions lesson 00 reports (the last four are needed from lesson 04 on)."""
+
+
+def runtime(environ: Mapping[str, str] | None = None, modules: Container[str] | None = None) -> Runtime:
+    """Name the runtime a notebook kernel runs in: ``"colab"``, ``"binder"`` or ``"local"``.
+
+    Colab: ``google.colab`` is imported in the kernel (Colab's kernels import it at start) or ``COLAB_RELEASE_TAG``
+    is set. Binder: one of ``BINDER_ENV_VARS`` is set. Anything else (a laptop, a workstation, a JupyterHub that is
+    not a BinderHub, CI) is ``"local"``.
+
+    Args:
+        environ: environment variables to inspect (default ``os.environ``).
+        modules: names of imported modules (default ``sys.modules``).
+    """
+    environ = os.environ if environ is None else environ
+    modules = sys.modules if modules is None else modules
+    if "google.colab" in modules or any(environ.get(name) for name in COLAB_ENV_VARS):
+        return "colab"
+    if any(environ.get(name) for name in BINDER_ENV_VARS):
+        return "binder"
+    return "local"
+
+
+def _mps_available() -> bool:
+    import torch
+
+    mps = getattr(torch.backends, "mps", None)
+    return bool(mps is not None and mps.is_available())
+
+
+def pick_device(prefer: str | None = None) -> torch.device:
+    """The device lessons compute on: CUDA if available, then Apple's MPS, then the CPU.
+
+    Args:
+        prefer: ``"cuda"``, ``"mps"`` or ``"cpu"`` to force one (for example ``"cpu"`` to reproduce the stored outputs);
+            ``None`` picks automatically.
+
+    Returns:
+        A ``torch.device``.
+
+    Raises:
+        ValueError: ``prefer`` names a device type that is unknown or not available here.
+    """
+    import torch
+
+    available = {"cuda": torch.cuda.is_available(), "mps": _mps_available(), "cpu": True}
+    if prefer is not None:
+        if prefer not in available:
+            raise ValueError(f"prefer must be one of {sorted(available)} or None, got {prefer!r}")
+        if not available[prefer]:
+            raise ValueError(f"device {prefer!r} is not available here; use prefer=None to pick automatically")
+        return torch.device(prefer)
+    return torch.device(next(name for name in ("cuda", "mps", "cpu") if available[name]))
+
+
+def library_versions(names: Iterable[str] = LIBRARIES) -> dict[str, str | None]:
+    """Installed version of each distribution (``importlib.metadata``), ``None`` where it is not installed."""
+    versions: dict[str, str | None] = {}
+    for name in names:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = None
+    return versions
+
+
+def unmet_requirements(distribution: str = "gradacc", extras: Iterable[str] = ()) -> list[str]:
+    """Requirements of ``distribution`` that the installed libraries do not satisfy (empty when all are met).
+
+    Reads the declared ranges (``pyproject.toml``'s ``dependencies``, plus the optional ``extras`` such as ``"libs"``)
+    from the installed metadata and compares them with the installed versions.
+
+    Returns:
+        One line per problem, e.g. ``"torch>=2.4: installed 2.1.0"`` or ``"jax>=0.4.30: not installed"``.
+
+    Raises:
+        ValueError: ``distribution`` is not installed.
+    """
+    from packaging.requirements import Requirement
+
+    try:
+        declared = metadata.requires(distribution) or []
+    except metadata.PackageNotFoundError:
+        raise ValueError(f"{distribution!r} is not installed; run `make lab` or `pip install -e .`") from None
+    wanted = set(extras)
+    problems = []
+    for line in declared:
+        req = Requirement(line)
+        if req.marker is not None and not any(req.marker.evaluate({"extra": extra}) for extra in wanted | {""}):
+            continue
+        try:
+            installed = metadata.version(req.name)
+        except metadata.PackageNotFoundError:
+            problems.append(f"{req.name}{req.specifier}: not installed")
+            continue
+        if not req.specifier.contains(installed, prereleases=True):
+            problems.append(f"{req.name}{req.specifier}: installed {installed}")
+    return problems
+
+
+def _cgroup_limit_bytes(root: Path) -> int | None:
+    for path in (root / "memory.max", root / "memory" / "memory.limit_in_bytes"):
+        try:
+            text = path.read_text().strip()
+        except OSError:
+            continue
+        if text.isdigit() and int(text) < 2**60:  # cgroup v1 writes a huge number for "no limit"
+            return int(text)
+    return None
+
+
+def memory_limit_mib(cgroup_root: str | os.PathLike = "/sys/fs/cgroup") -> float:
+    """Memory this process may use, in MiB: the smallest of physical RAM, the cgroup limit and ``MEM_LIMIT``.
+
+    Binder and JupyterHub cap a server's memory with a container (cgroup) limit and announce it in ``MEM_LIMIT``
+    (bytes; set by JupyterHub's spawner when ``mem_limit`` is configured); a laptop has only its RAM.
+    """
+    import psutil
+
+    limits = [psutil.virtual_memory().total]
+    cgroup = _cgroup_limit_bytes(Path(cgroup_root))
+    if cgroup:
+        limits.append(cgroup)
+    env_limit = os.environ.get("MEM_LIMIT", "")
+    if env_limit.isdigit() and int(env_limit) > 0:
+        limits.append(int(env_limit))
+    return min(limits) / MIB
+
+
+def describe_environment() -> dict[str, object]:
+    """Everything lesson 00 reports, as plain values.
+
+    Returns:
+        ``{"runtime": "colab" | "binder" | "local", "python": "3.11.9", "platform": str, "device": "cuda" | "mps" |
+        "cpu", "device_name": str, "cuda_available": bool, "mps_available": bool, "cpu_count": int,
+        "torch_threads": int, "memory_limit_mib": float, "versions": {distribution: version or None}}``.
+    """
+    import torch
+
+    device = pick_device()
+    if device.type == "cuda":
+        device_name = torch.cuda.get_device_name(device)
+    elif device.type == "mps":
+        device_name = "Apple GPU (MPS)"
+    else:
+        device_name = platform.processor() or platform.machine()
+    return {
+        "runtime": runtime(),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "device": device.type,
+        "device_name": device_name,
+        "cuda_available": torch.cuda.is_available(),
+        "mps_available": _mps_available(),
+        "cpu_count": os.cpu_count() or 1,
+        "torch_threads": torch.get_num_threads(),
+        "memory_limit_mib": memory_limit_mib(),
+        "versions": library_versions(),
+    }

@@ -1,0 +1,125 @@
+"""The JAX worker of lesson 07: data parallelism over several CPU devices, with accumulation inside each device.
+
+Run it in a fresh process whose environment sets the number of CPU devices BEFORE JAX starts (JAX reads
+``XLA_FLAGS`` once, when its CPU backend initialises), usually through ``gradacc.distributed.run_jax_devices``::
+
+    XLA_FLAGS=--xla_force_host_platform_device_count=4 JAX_PLATFORMS=cpu \\
+        python -m gradacc.jax_dp_worker --out result.json --devices 4 --micro-batch-size 8 --accum-steps 4
+
+What it computes, on ``make_digits_model(seed=0, hidden=H)``'s weights (``gradacc.jaxacc.params_from_torch``) and the
+first ``micro_batch_size x accum_steps x devices`` digits:
+
+* the full-batch gradient of the mean cross-entropy, on one device (``gradacc.jaxacc.full_batch_grads``);
+* the data-parallel gradient: ``jax.shard_map`` over a 1-D mesh of the devices (axis ``"data"``) gives each device
+  its ``micro_batch_size x accum_steps`` rows; each device accumulates its ``accum_steps`` micro-batches with
+  ``jax.lax.scan`` (``gradacc.jaxacc.accumulate_grads_scan``), turns its mean back into a sum, and ``jax.lax.psum``
+  adds the sums and the item counts across devices once per window; the total is divided by the global count.
+  (``check_vma=False``: the explicit ``psum`` is the only reduction; with JAX's varying-axes checking on, the
+  gradient of replicated parameters would be summed automatically and the scan's zero carry would need a ``pcast``.)
+
+It writes JSON: ``"jax_version"``, ``"devices"`` (their names), ``"device_count"``, ``"micro_batch_size"``,
+``"accum_steps"``, ``"effective_batch_size"``, ``"rows_per_device"`` (list), ``"loss_full"``, ``"loss_data_parallel"``,
+``"max_abs_diff"`` (largest gradient difference), ``"grad_scale"`` (largest absolute full-batch gradient entry),
+``"hlo_all_reduces"`` (all-reduce instructions in the compiled data-parallel program) and
+``"all_reduce_in_loop"`` (whether one sits inside the scan's loop body: it must not).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from pathlib import Path
+
+__all__ = ["build_parser", "main"]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m gradacc.jax_dp_worker", description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, required=True, help="JSON result file")
+    parser.add_argument("--devices", type=int, default=4, help="CPU devices expected (set by XLA_FLAGS)")
+    parser.add_argument("--micro-batch-size", type=int, default=8, help="samples per micro-batch per device")
+    parser.add_argument("--accum-steps", type=int, default=4, help="micro-batches per device per window (N)")
+    parser.add_argument("--hidden", type=int, default=32, help="hidden width of the MLP")
+    return parser
+
+
+def _loop_bodies(hlo: str) -> list[str]:
+    """The text of the computations used as ``while`` loop bodies in an HLO module's text (``Compiled.as_text()``)."""
+    names = set(re.findall(r"\bwhile\([^\n]*?\bbody=%?([\w.\-]+)", hlo))
+    blocks = re.split(r"\n(?=\S)", hlo)  # a computation starts at a line without indentation
+    return [b for b in blocks if b.split(maxsplit=1) and b.split(maxsplit=1)[0].lstrip("%") in names]
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    import jax
+    import jax.numpy as jnp
+    from jax.sharding import NamedSharding
+    from jax.sharding import PartitionSpec as P
+
+    from .distributed import effective_batch_size
+    from .jaxacc import (
+        accumulate_grads_scan,
+        count_items,
+        digits_arrays,
+        full_batch_grads,
+        max_abs_diff,
+        params_from_torch,
+    )
+    from .models import make_digits_model
+
+    if jax.device_count() != args.devices:
+        raise RuntimeError(
+            f"JAX sees {jax.device_count()} device(s), expected {args.devices}: start this process with "
+            f"XLA_FLAGS=--xla_force_host_platform_device_count={args.devices} (JAX reads it only at start-up)"
+        )
+    n = args.accum_steps
+    total = effective_batch_size(args.micro_batch_size, n, args.devices)
+    params = params_from_torch(make_digits_model(seed=0, hidden=args.hidden))
+    x, y = digits_arrays(total)
+
+    loss_full, grads_full = jax.jit(full_batch_grads)(params, x, y)
+
+    mesh = jax.make_mesh((args.devices,), ("data",))
+
+    def per_device(params, x_local, y_local):
+        loss, grads = accumulate_grads_scan(params, x_local, y_local, n)  # this device's window mean
+        items = count_items(y_local).astype(loss.dtype)
+        global_items = jax.lax.psum(items, "data")
+        grads = jax.tree_util.tree_map(lambda g: jax.lax.psum(g * items, "data") / global_items, grads)
+        return jax.lax.psum(loss * items, "data") / global_items, grads
+
+    data_parallel = jax.jit(
+        jax.shard_map(
+            per_device, mesh=mesh, in_specs=(P(), P("data"), P("data")), out_specs=(P(), P()), check_vma=False
+        )
+    )
+    sharding = NamedSharding(mesh, P("data"))
+    x_sharded, y_sharded = jax.device_put(x, sharding), jax.device_put(y, sharding)
+    loss_dp, grads_dp = data_parallel(params, x_sharded, y_sharded)
+    hlo = data_parallel.lower(params, x_sharded, y_sharded).compile().as_text()
+    in_loop = any("all-reduce" in body for body in _loop_bodies(hlo))
+
+    result = {
+        "jax_version": jax.__version__,
+        "devices": [str(d) for d in jax.devices()],
+        "device_count": jax.device_count(),
+        "micro_batch_size": args.micro_batch_size,
+        "accum_steps": n,
+        "effective_batch_size": total,
+        "rows_per_device": [int(s.data.shape[0]) for s in x_sharded.addressable_shards],
+        "loss_full": float(loss_full),
+        "loss_data_parallel": float(loss_dp),
+        "max_abs_diff": max_abs_diff(grads_full, grads_dp),
+        "grad_scale": float(max(jnp.max(jnp.abs(g)) for g in jax.tree_util.tree_leaves(grads_full))),
+        "hlo_all_reduces": len(re.findall(r"\ball-reduce(?:-start)?\(", hlo)),
+        "all_reduce_in_loop": in_loop,
+    }
+    args.out.write_text(json.dumps(result, indent=1), encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,525 @@
+"""Gradient accumulation in the Hugging Face ``Trainer``: an offline text task, tiny models, and probes (lesson 05).
+
+Everything runs offline (``HF_HUB_OFFLINE=1`` is set when this module is imported, before transformers is): the text
+is the docstring corpus of ``gradacc.data``, the tokenizer is a ``tokenizers`` WordLevel model trained here on the
+training texts, the models are built from small configs (random initial weights from a seed, no download) and the
+datasets are in-memory ``datasets.Dataset`` objects.
+
+The task: which family of standard-library modules a docstring comes from (``MODULE_FAMILIES``; 4 classes).
+
+How ``Trainer`` (transformers 5.24) accumulates, read from ``transformers/trainer.py``:
+
+* it collects the N micro-batches of a window first (``get_batch_samples``) and counts ``num_items_in_batch``: the
+  labels that are not -100 (for causal LMs over ``labels[..., 1:]``, the positions the shifted loss predicts);
+* it decides whether the model normalizes the loss by that count itself from ``model.accepts_loss_kwargs`` or, if
+  absent, from whether ``forward`` accepts ``**kwargs`` (``Trainer.model_accepts_loss_kwargs``); if so (or if a
+  ``compute_loss_func`` is given) it passes ``num_items_in_batch`` and does NOT divide the loss by N;
+* otherwise it divides each micro-batch loss by the window's real number of micro-batches
+  (``current_gradient_accumulation_steps``, so a short final window is divided by its real size).
+
+A model whose ``forward`` takes ``**kwargs`` but ignores ``num_items_in_batch`` (``BertForSequenceClassification``)
+therefore gets a loss and gradient N times too large. ``ProbeTrainer`` and ``first_step_probe`` measure it.
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")  # nothing in the course may download; set before transformers loads
+
+import math
+import tempfile
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from .data import docstring_corpus
+
+# Also public: ``ProbeTrainer`` (a ``transformers.Trainer`` subclass built on first access, see ``__getattr__``).
+__all__ = [
+    "MODULE_FAMILIES",
+    "FAMILY_NAMES",
+    "family_of",
+    "FamilySplit",
+    "family_split",
+    "train_wordlevel_tokenizer",
+    "encode_dataset",
+    "tiny_bert_classifier",
+    "tiny_causal_lm",
+    "classification_metrics",
+    "quiet_transformers",
+    "probe_args",
+    "first_step_probe",
+    "update_ratio",
+    "batch_gradients",
+]
+
+MODULE_FAMILIES: dict[str, tuple[str, ...]] = {
+    "code": ("ast", "dis", "inspect"),
+    "types": (
+        "typing",
+        "abc",
+        "dataclasses",
+        "enum",
+        "contextlib",
+        "functools",
+        "itertools",
+        "collections",
+        "copy",
+        "heapq",
+        "bisect",
+        "queue",
+    ),
+    "system": (
+        "logging",
+        "shutil",
+        "tarfile",
+        "threading",
+        "tempfile",
+        "subprocess",
+        "zipfile",
+        "pathlib",
+        "gzip",
+        "pickle",
+        "shelve",
+        "glob",
+        "fnmatch",
+        "sqlite3",
+        "argparse",
+    ),
+    "text+data": (
+        "string",
+        "textwrap",
+        "json",
+        "statistics",
+        "random",
+        "re",
+        "datetime",
+        "fractions",
+        "decimal",
+        "difflib",
+        "csv",
+        "calendar",
+        "base64",
+        "hashlib",
+        "pprint",
+        "unittest",
+        "urllib.parse",
+        "email.message",
+        "http.client",
+        "xml.dom.minidom",
+    ),
+}
+"""Class label -> standard-library modules whose docstrings belong to it. Every module of
+``gradacc.data.DOCSTRING_MODULES`` is in exactly one family; on Python 3.11 the four classes hold about 190-200
+docstrings each (the exact counts depend on the Python version)."""
+
+FAMILY_NAMES: tuple[str, ...] = tuple(MODULE_FAMILIES)
+"""Label names in label-id order (``0 = "code"``, ...)."""
+
+_FAMILY_OF = {module: family for family, modules in MODULE_FAMILIES.items() for module in modules}
+
+
+def family_of(module: str) -> str:
+    """The family (class name) of a module of ``DOCSTRING_MODULES``.
+
+    Raises:
+        ValueError: a module that is not in ``MODULE_FAMILIES``.
+    """
+    try:
+        return _FAMILY_OF[module]
+    except KeyError:
+        raise ValueError(f"module {module!r} is in no family; add it to gradacc.trainer.MODULE_FAMILIES") from None
+
+
+@dataclass
+class FamilySplit:
+    """A stratified train/eval split of the docstring-family task. Labels are ints into ``label_names``."""
+
+    train_texts: list[str]
+    train_labels: list[int]
+    eval_texts: list[str]
+    eval_labels: list[int]
+    label_names: tuple[str, ...] = FAMILY_NAMES
+
+
+def family_split(eval_fraction: float = 0.2, seed: int = 0, min_words: int = 5) -> FamilySplit:
+    """Docstrings labelled by module family, split into train and eval sets with the same class proportions.
+
+    Args:
+        eval_fraction: share of the docstrings held out for evaluation (0 < eval_fraction < 1).
+        seed: seeds the split (``sklearn.model_selection.train_test_split``, stratified by label).
+        min_words: passed to ``gradacc.data.docstring_corpus``.
+
+    Raises:
+        ValueError: ``eval_fraction`` outside (0, 1), or a corpus module missing from ``MODULE_FAMILIES``.
+    """
+    from sklearn.model_selection import train_test_split
+
+    if not 0 < eval_fraction < 1:
+        raise ValueError(f"eval_fraction must lie strictly between 0 and 1, got {eval_fraction}")
+    corpus = docstring_corpus(min_words=min_words)
+    texts = [doc["text"] for doc in corpus]
+    labels = [FAMILY_NAMES.index(family_of(doc["module"])) for doc in corpus]
+    train_x, eval_x, train_y, eval_y = train_test_split(
+        texts, labels, test_size=eval_fraction, random_state=seed, stratify=labels
+    )
+    return FamilySplit(list(train_x), list(train_y), list(eval_x), list(eval_y))
+
+
+def train_wordlevel_tokenizer(texts: Sequence[str], vocab_size: int = 2000):
+    """Train a word-level tokenizer on ``texts`` (``tokenizers``), wrapped for transformers.
+
+    Lower-cases, splits on whitespace and punctuation (``Whitespace`` pre-tokenizer: ``\\w+|[^\\w\\s]+``), keeps the
+    ``vocab_size`` most frequent tokens plus ``[PAD]`` (id 0), ``[UNK]``, ``[CLS]``, ``[SEP]``, and wraps every
+    encoding as ``[CLS] ... [SEP]``.
+
+    Returns:
+        A ``transformers.PreTrainedTokenizerFast`` (padding on the right with ``[PAD]``).
+
+    Raises:
+        ValueError: no texts, or ``vocab_size < 5``.
+    """
+    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    if len(texts) == 0:
+        raise ValueError("train_wordlevel_tokenizer needs at least one text, got none")
+    if vocab_size < 5:
+        raise ValueError(f"vocab_size must be >= 5 (4 special tokens + 1 word), got {vocab_size}")
+    specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]"]
+    tokenizer = Tokenizer(models.WordLevel(unk_token="[UNK]"))
+    tokenizer.normalizer = normalizers.Lowercase()
+    tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
+    tokenizer.train_from_iterator(
+        list(texts), trainers.WordLevelTrainer(vocab_size=vocab_size, special_tokens=specials)
+    )
+    tokenizer.post_processor = processors.TemplateProcessing(
+        single="[CLS] $A [SEP]",
+        pair="[CLS] $A [SEP] $B [SEP]",
+        special_tokens=[(t, tokenizer.token_to_id(t)) for t in ("[CLS]", "[SEP]")],
+    )
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tokenizer, unk_token="[UNK]", pad_token="[PAD]", cls_token="[CLS]", sep_token="[SEP]"
+    )
+
+
+def encode_dataset(tokenizer, texts: Sequence[str], labels: Sequence[int], max_length: int = 64):
+    """An in-memory ``datasets.Dataset`` with ``input_ids``, ``attention_mask`` and ``labels`` (unpadded rows).
+
+    Texts are truncated to ``max_length`` tokens (``[CLS]`` and ``[SEP]`` included); pad per batch with
+    ``transformers.DataCollatorWithPadding`` (Trainer does when given ``processing_class=tokenizer``).
+
+    Raises:
+        ValueError: ``texts`` and ``labels`` of different lengths.
+    """
+    from datasets import Dataset
+
+    if len(texts) != len(labels):
+        raise ValueError(f"texts and labels must be equally long, got {len(texts)} texts and {len(labels)} labels")
+    encoded = tokenizer(list(texts), truncation=True, max_length=max_length)
+    return Dataset.from_dict(
+        {"input_ids": encoded["input_ids"], "attention_mask": encoded["attention_mask"], "labels": list(labels)}
+    )
+
+
+def tiny_bert_classifier(
+    vocab_size: int,
+    num_labels: int,
+    *,
+    seed: int = 0,
+    hidden_size: int = 64,
+    num_layers: int = 2,
+    num_heads: int = 2,
+    max_positions: int = 128,
+    dropout: float = 0.0,
+):
+    """A small ``BertForSequenceClassification`` built from a ``BertConfig`` (random weights from ``seed``).
+
+    About 0.2 M parameters at the defaults with a 2,000-word vocabulary. Dropout defaults to 0 so that one batch of
+    32 and four micro-batches of 8 give the same gradient (dropout masks depend on the micro-batch split; lesson 08).
+    ``forward`` accepts ``**kwargs`` but ignores ``num_items_in_batch``: the case Trainer gets wrong.
+    """
+    from transformers import AutoModelForSequenceClassification, BertConfig
+
+    config = BertConfig(
+        vocab_size=vocab_size,
+        hidden_size=hidden_size,
+        num_hidden_layers=num_layers,
+        num_attention_heads=num_heads,
+        intermediate_size=2 * hidden_size,
+        max_position_embeddings=max_positions,
+        num_labels=num_labels,
+        hidden_dropout_prob=dropout,
+        attention_probs_dropout_prob=dropout,
+        classifier_dropout=dropout,
+        pad_token_id=0,
+    )
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        return AutoModelForSequenceClassification.from_config(config)
+
+
+def tiny_causal_lm(
+    vocab_size: int, *, seed: int = 0, hidden_size: int = 32, num_layers: int = 1, max_positions: int = 64
+):
+    """A small ``LlamaForCausalLM`` built from a ``LlamaConfig`` (random weights from ``seed``; no download).
+
+    Its loss (``ForCausalLMLoss``) shifts labels by one position, sums over tokens whose label is not -100 and divides
+    by ``num_items_in_batch`` when given (else by its own count): it normalizes the accumulated loss correctly.
+    """
+    from transformers import AutoModelForCausalLM, LlamaConfig
+
+    config = LlamaConfig(
+        vocab_size=vocab_size,
+        hidden_size=hidden_size,
+        intermediate_size=2 * hidden_size,
+        num_hidden_layers=num_layers,
+        num_attention_heads=2,
+        num_key_value_heads=2,
+        max_position_embeddings=max_positions,
+        pad_token_id=0,
+        bos_token_id=2,
+        eos_token_id=3,
+        tie_word_embeddings=False,
+    )
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        return AutoModelForCausalLM.from_config(config)
+
+
+def classification_metrics(eval_pred) -> dict[str, float]:
+    """``compute_metrics`` for Trainer: accuracy and macro-averaged F1 (scikit-learn), as floats in [0, 1].
+
+    ``eval_pred`` is a ``transformers.EvalPrediction`` (or a ``(logits, labels)`` pair) with logits ``[B, C]``.
+    Macro F1 averages the per-class F1 scores, so a model that ignores a class is penalized even when accuracy looks
+    fine. (The ``evaluate`` package would fetch metric scripts from the Hub; scikit-learn ships them.)
+    """
+    import numpy as np
+    from sklearn.metrics import accuracy_score, f1_score
+
+    logits, labels = eval_pred
+    predictions = np.asarray(logits).argmax(axis=-1)
+    return {
+        "accuracy": float(accuracy_score(labels, predictions)),
+        "f1": float(f1_score(labels, predictions, average="macro")),
+    }
+
+
+def quiet_transformers() -> None:
+    """Silence transformers' and datasets' info logs and progress bars (for cells whose output is checked)."""
+    import datasets
+    import transformers
+
+    transformers.logging.set_verbosity_error()
+    datasets.logging.set_verbosity_error()
+    datasets.disable_progress_bars()
+
+
+def _trainer_class():
+    from transformers import Trainer, TrainerCallback
+    from transformers.trainer_callback import PrinterCallback
+
+    class _Recorder(TrainerCallback):
+        def __init__(self, owner) -> None:
+            self.owner = owner
+
+        def on_step_begin(self, args, state, control, model=None, **kwargs):
+            if self.owner.keep_tensors:
+                self.owner._weights_before = {k: v.detach().clone() for k, v in model.named_parameters()}
+
+        def on_pre_optimizer_step(self, args, state, control, model=None, **kwargs):
+            record: dict[str, Any] = {"optimizer_step": state.global_step + 1}
+            if self.owner.keep_tensors:
+                record["weights_before"] = self.owner._weights_before
+                record["grads"] = {
+                    k: v.grad.detach().clone() for k, v in model.named_parameters() if v.grad is not None
+                }
+            self.owner.optimizer_steps.append(record)
+
+    class ProbeTrainer(Trainer):
+        """A ``Trainer`` that records what its accumulation does, for lessons and tests.
+
+        Records ``micro_steps`` (one dict per forward/backward: ``num_items_in_batch`` as an int or ``None``, the
+        returned ``loss`` as a float, the micro-batch's ``samples``, and with ``keep_tensors`` its ``inputs``) and
+        ``optimizer_steps`` (one dict per optimizer step; with ``keep_tensors`` the ``weights_before`` the window and
+        the accumulated ``grads`` just before ``optimizer.step()``, after clipping). Removes the ``PrinterCallback``
+        that ``disable_tqdm=True`` adds, so training prints nothing.
+        """
+
+        def __init__(self, *args, keep_tensors: bool = False, **kwargs) -> None:
+            super().__init__(*args, **kwargs)
+            self.keep_tensors = keep_tensors
+            self.micro_steps: list[dict[str, Any]] = []
+            self.optimizer_steps: list[dict[str, Any]] = []
+            self._weights_before: dict[str, torch.Tensor] = {}
+            self.remove_callback(PrinterCallback)
+            self.add_callback(_Recorder(self))
+
+        def training_step(self, model, inputs, num_items_in_batch=None):
+            loss = super().training_step(model, inputs, num_items_in_batch)
+            record: dict[str, Any] = {
+                "num_items_in_batch": None if num_items_in_batch is None else int(num_items_in_batch),
+                "loss": float(loss),
+                "samples": int(inputs["input_ids"].shape[0]),
+            }
+            if self.keep_tensors:
+                record["inputs"] = {k: v.detach().cpu().clone() for k, v in inputs.items()}
+            self.micro_steps.append(record)
+            return loss
+
+    return ProbeTrainer
+
+
+def __getattr__(name: str):  # ProbeTrainer is built lazily so that importing gradacc.trainer stays cheap
+    if name == "ProbeTrainer":
+        cls = _trainer_class()
+        globals()["ProbeTrainer"] = cls
+        return cls
+    raise AttributeError(f"module 'gradacc.trainer' has no attribute {name!r}")
+
+
+def probe_args(output_dir: str, micro_batch_size: int, accum_steps: int, **overrides: Any):
+    """``TrainingArguments`` for probing one or a few optimizer steps exactly.
+
+    Plain SGD (``optim="sgd"``: no momentum, no weight decay) at a constant learning rate of 0.1, no clipping
+    (``max_grad_norm=0``; the gradient norm is still logged), samples in dataset order
+    (``train_sampling_strategy="sequential"``, so a window of N x B holds the same samples as one batch of N*B),
+    a log line every optimizer step, nothing saved or reported, no progress bars. ``overrides`` replace any of these.
+
+    Raises:
+        ValueError: ``accum_steps`` or ``micro_batch_size`` < 1.
+    """
+    from transformers import TrainingArguments
+
+    from .data import check_accum_steps
+
+    check_accum_steps(accum_steps)
+    if micro_batch_size < 1:
+        raise ValueError(f"micro_batch_size must be >= 1, got {micro_batch_size}")
+    settings: dict[str, Any] = {
+        "output_dir": output_dir,
+        "per_device_train_batch_size": micro_batch_size,
+        "gradient_accumulation_steps": accum_steps,
+        "optim": "sgd",
+        "learning_rate": 0.1,
+        "lr_scheduler_type": "constant",
+        "weight_decay": 0.0,
+        "max_grad_norm": 0.0,
+        "max_steps": 1,
+        "logging_steps": 1,
+        "train_sampling_strategy": "sequential",
+        "save_strategy": "no",
+        "report_to": "none",
+        "disable_tqdm": True,
+        "seed": 0,
+        "use_cpu": not torch.cuda.is_available(),
+        "dataloader_pin_memory": torch.cuda.is_available(),  # pinning without a GPU only warns
+    }
+    settings.update(overrides)
+    return TrainingArguments(**settings)
+
+
+def update_ratio(
+    after_a: dict[str, torch.Tensor], after_b: dict[str, torch.Tensor], before: dict[str, torch.Tensor]
+) -> float:
+    """``||after_a - before|| / ||after_b - before||`` over all parameters (L2 norms): how much larger update a is.
+
+    Raises:
+        ValueError: different parameter names, or update b is zero.
+    """
+    if set(after_a) != set(after_b) or set(after_a) != set(before):
+        raise ValueError("the three state dicts must hold the same parameter names")
+    num = math.sqrt(sum(float((after_a[k] - before[k]).double().pow(2).sum()) for k in before))
+    den = math.sqrt(sum(float((after_b[k] - before[k]).double().pow(2).sum()) for k in before))
+    if den == 0:
+        raise ValueError("update b is zero: nothing to compare with")
+    return num / den
+
+
+def first_step_probe(
+    make_model: Callable[[], torch.nn.Module],
+    train_dataset,
+    micro_batch_size: int,
+    accum_steps: int,
+    *,
+    data_collator=None,
+    processing_class=None,
+    compute_loss_func: Callable | None = None,
+    accepts_loss_kwargs: bool | None = None,
+    keep_tensors: bool = False,
+    **overrides: Any,
+) -> dict[str, Any]:
+    """Train a fresh model for one optimizer step (``probe_args``) and report what Trainer did.
+
+    Args:
+        make_model: returns a fresh model with the same initial weights at every call.
+        train_dataset: a ``datasets.Dataset``; the first ``micro_batch_size x accum_steps`` rows form the window.
+        compute_loss_func: passed to ``Trainer`` (signature ``(outputs, labels, num_items_in_batch)``).
+        accepts_loss_kwargs: if not ``None``, set ``model.accepts_loss_kwargs`` to it before building the Trainer.
+        keep_tensors: keep inputs, pre-step weights and gradients (see ``ProbeTrainer``).
+        overrides: more ``TrainingArguments`` (e.g. ``max_steps=3``).
+
+    Returns:
+        ``{"loss": first logged training loss, "grad_norm": first logged gradient norm, "weights_before",
+        "weights_after": parameter dicts (CPU copies), "model_accepts_loss_kwargs": Trainer's decision,
+        "micro_steps", "optimizer_steps": ProbeTrainer's records, "log_history": Trainer's}``.
+    """
+    model = make_model()
+    if accepts_loss_kwargs is not None:
+        model.accepts_loss_kwargs = accepts_loss_kwargs
+    before = {k: v.detach().cpu().clone() for k, v in model.named_parameters()}
+    with tempfile.TemporaryDirectory(prefix="gradacc-trainer-") as tmp:
+        trainer = __getattr__("ProbeTrainer")(
+            model=model,
+            args=probe_args(tmp, micro_batch_size, accum_steps, **overrides),
+            train_dataset=train_dataset,
+            data_collator=data_collator,
+            processing_class=processing_class,
+            compute_loss_func=compute_loss_func,
+            keep_tensors=keep_tensors,
+        )
+        trainer.train()
+    logs = [entry for entry in trainer.state.log_history if "loss" in entry]
+    return {
+        "loss": float(logs[0]["loss"]),
+        "grad_norm": float(logs[0]["grad_norm"]),
+        "weights_before": before,
+        "weights_after": {k: v.detach().cpu().clone() for k, v in trainer.model.named_parameters()},
+        "model_accepts_loss_kwargs": bool(trainer.model_accepts_loss_kwargs),
+        "micro_steps": trainer.micro_steps,
+        "optimizer_steps": trainer.optimizer_steps,
+        "log_history": trainer.state.log_history,
+    }
+
+
+def batch_gradients(
+    make_model: Callable[[], torch.nn.Module], weights: dict[str, torch.Tensor], batch: dict[str, torch.Tensor]
+) -> dict[str, torch.Tensor]:
+    """Gradients of the model's own loss on ONE batch, at the given weights: the target accumulation must reproduce.
+
+    Args:
+        make_model: builds the architecture (its initial weights are replaced by ``weights``).
+        weights: parameter name -> tensor, e.g. a ``ProbeTrainer`` record's ``weights_before``.
+        batch: model inputs with ``labels`` (padded rows: labels -100 and ``attention_mask`` 0 at padding), e.g. the
+            window's rows put through the Trainer's data collator at once.
+
+    Returns:
+        Parameter name -> gradient (detached, on the CPU) of ``model(**batch).loss``: the mean over the batch's items
+        (samples for a classifier; predicted tokens, labels not -100 after the shift, for a causal LM).
+
+    Raises:
+        ValueError: ``weights`` do not name exactly the model's parameters.
+    """
+    model = make_model()
+    names = [name for name, _ in model.named_parameters()]
+    if set(names) != set(weights):
+        raise ValueError("weights must name exactly the model's parameters")
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            param.copy_(weights[name])
+    loss = model(**batch).loss
+    grads = torch.autograd.grad(loss, [p for _, p in model.named_parameters()])
+    return {name: g.detach().cpu() for name, g in zip(names, grads, strict=True)}

@@ -1,0 +1,591 @@
+"""The memory explorer: sliders for accumulation steps and the model, measured memory and the predictor, one figure.
+
+Built from ipywidgets controls and a matplotlib figure rendered to PNG (Agg) inside an ``Output`` widget, so it works
+the same in JupyterLab, Binder and Colab, on ipywidgets 8 and on Colab's 7.7 (only controls that 7.7 has:
+``SelectionSlider``, ``ToggleButtons``, ``Dropdown``, ``Button``, ``IntProgress``, ``HTML``, ``Output``; no tooltips).
+
+A slider move only reads cached numbers and redraws (one PNG, a few tens of milliseconds); new measurements run when
+the learner presses **Measure**, behind a progress bar. See ``MemoryExplorer``.
+"""
+
+from __future__ import annotations
+
+import io
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+from .memory import (
+    CATEGORIES,
+    MemoryProfile,
+    StepConfig,
+    StepMemory,
+    measure_config,
+    predict_step,
+    profile_config,
+)
+
+__all__ = [
+    "ACCUM_OPTIONS",
+    "BATCH_OPTIONS",
+    "WIDTH_OPTIONS",
+    "DEPTH_OPTIONS",
+    "CAPACITY_PRESETS",
+    "COLORS",
+    "gpu_capacity",
+    "format_mib",
+    "fits_summary",
+    "plot_breakdown",
+    "figure_png",
+    "MemoryExplorer",
+]
+
+ACCUM_OPTIONS: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64)
+"""Accumulation steps N the explorer offers (powers of two, so every effective batch below divides)."""
+BATCH_OPTIONS: tuple[int, ...] = (256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65536)
+"""Effective batch sizes (samples) the explorer offers."""
+WIDTH_OPTIONS: tuple[int, ...] = (128, 256, 512, 1024, 2048, 4096, 8192, 16384)
+DEPTH_OPTIONS: tuple[int, ...] = (1, 2, 4, 8, 16, 32)
+
+CAPACITY_PRESETS: tuple[tuple[str, float], ...] = (
+    ("16 GB (T4, V100 16 GB)", 16 * 1024.0),
+    ("24 GB (A10G, L4, RTX 4090)", 24 * 1024.0),
+    ("40 GB (A100 40 GB)", 40 * 1024.0),
+    ("80 GB (A100 80 GB, H100)", 80 * 1024.0),
+    ("141 GB (H200)", 141 * 1024.0),
+)
+"""Common cards' nominal memory, in MiB (a card sold as "16 GB" has 16 GiB; a little of it goes to the CUDA context)."""
+
+COLORS: dict[str, str] = {
+    "parameters": "#4c72b0",
+    "gradients": "#dd8452",
+    "optimizer_state": "#8172b3",
+    "activations": "#55a868",
+    "temporaries": "#c44e52",
+    "other": "#937860",
+}
+"""One colour per breakdown category (``gradacc.memory.CATEGORIES``)."""
+
+
+def gpu_capacity() -> tuple[str, float] | None:
+    """``(label, total MiB)`` of CUDA device 0 (``torch.cuda.get_device_properties``), or ``None`` without a GPU."""
+    if not torch.cuda.is_available():
+        return None
+    props = torch.cuda.get_device_properties(0)
+    total = props.total_memory / 2**20
+    return f"this GPU: {props.name} ({total / 1024:.0f} GiB)", float(total)
+
+
+def format_mib(mib: float) -> str:
+    """``"19.6 MiB"`` below 1 GiB, ``"31.2 GiB"`` above."""
+    return f"{mib:.1f} MiB" if mib < 1024 else f"{mib / 1024:.1f} GiB"
+
+
+def fits_summary(
+    peaks_mib: dict[int, float],
+    accum_steps: int,
+    capacity_mib: float,
+    capacity_label: str = "",
+    *,
+    micro_batch_size: int | None = None,
+    persistent_mib: float | None = None,
+    source: str = "",
+) -> dict[str, Any]:
+    """Whether the step at ``accum_steps`` fits in ``capacity_mib``, and the smallest N that does.
+
+    Args:
+        peaks_mib: N -> peak MiB (measured or predicted) for the N values on offer.
+        accum_steps: the N selected (a key of ``peaks_mib``).
+        capacity_mib: the device's memory (MiB), > 0.
+        persistent_mib: parameters + gradients + optimizer state, quoted when no N fits.
+        source: where the peak comes from (``"measured"``, ``"predicted"``), quoted after it.
+
+    Returns:
+        ``{"fits": bool, "smallest_accum_steps": int | None, "text": str}``; the text is one sentence, e.g.
+        ``"N = 8 (micro-batch 512): peak 19.6 MiB, fits in 16 GB (T4, V100 16 GB). Smallest N that fits: 1."``
+
+    Raises:
+        ValueError: ``accum_steps`` not in ``peaks_mib``, or a non-positive capacity.
+    """
+    from .memory import check_budget
+
+    capacity = check_budget(capacity_mib)
+    if accum_steps not in peaks_mib:
+        raise ValueError(f"accum_steps={accum_steps} has no peak; known: {sorted(peaks_mib)}")
+    peak = peaks_mib[accum_steps]
+    fits = peak <= capacity
+    smallest = next((n for n in sorted(peaks_mib) if peaks_mib[n] <= capacity), None)
+    where = capacity_label or format_mib(capacity)
+    micro = f" (micro-batch {micro_batch_size})" if micro_batch_size else ""
+    verdict = "fits" if fits else "does not fit"
+    origin = f" ({source})" if source else ""
+    text = f"N = {accum_steps}{micro}: peak {format_mib(peak)}{origin}, {verdict} in {where}."
+    if smallest is not None:
+        text += f" Smallest N that fits: {smallest}."
+    else:
+        text += f" No N up to {max(peaks_mib)} fits"
+        if persistent_mib is not None:
+            text += f": parameters, gradients and optimizer state alone need {format_mib(persistent_mib)}"
+        text += "."
+    return {"fits": fits, "smallest_accum_steps": smallest, "text": text}
+
+
+def _unit(max_mib: float) -> tuple[str, float]:
+    return ("GiB", 1024.0) if max_mib >= 1024 else ("MiB", 1.0)
+
+
+def plot_breakdown(
+    ax: Any,
+    results: Sequence[StepMemory],
+    *,
+    predicted: Sequence[StepMemory] | None = None,
+    selected: int | None = None,
+    capacity_mib: float | None = None,
+    capacity_label: str = "",
+    title: str = "",
+    legend: bool = True,
+) -> None:
+    """Draw a stacked bar of the breakdown per N on ``ax``, measured peaks as dots, predicted peaks as a line.
+
+    Measured bars are solid, predicted ones (where nothing was measured) pale; the selected N is outlined.
+
+    Args:
+        results: one ``StepMemory`` per bar (measured, or predicted where nothing was measured: drawn paler);
+            bars sit at equal spacing labelled with N.
+        predicted: predicted ``StepMemory`` per N (same N values) for the dashed line.
+        selected: the N to outline.
+        capacity_mib: a horizontal capacity line (or a note when it is far above every bar).
+        legend: draw the legend right of the axes (the explorer shows it as HTML instead: text is what makes a
+            redraw slow).
+    """
+    from matplotlib.ticker import MaxNLocator
+
+    results = list(results)
+    ns = [r.accum_steps for r in results]
+    top = max([r.peak_mib for r in results] + [p.peak_mib for p in (predicted or [])] + [1e-9])
+    unit, scale = _unit(top)
+    xs = list(range(len(results)))
+    measured = [i for i, r in enumerate(results) if r.method != "predicted"]
+    guessed = [i for i, r in enumerate(results) if r.method == "predicted"]
+    bottoms = [0.0] * len(results)
+    for c in CATEGORIES:  # one bar call per category and kind: a few artists, a fast redraw
+        heights = [r.breakdown_mib[c] / scale for r in results]
+        for index, kind in ((measured, "measured"), (guessed, "predicted")):
+            if not index:
+                continue
+            ax.bar(
+                index,
+                [heights[i] for i in index],
+                bottom=[bottoms[i] for i in index],
+                color=COLORS[c],
+                alpha=1.0 if kind == "measured" else 0.35,
+                width=0.7,
+                label=c.replace("_", " ") if (kind == "measured" or not measured) else None,
+            )
+        bottoms = [bt + h for bt, h in zip(bottoms, heights, strict=True)]
+    if selected in ns:
+        i = ns.index(selected)
+        ax.bar(i, bottoms[i], width=0.7, fill=False, edgecolor="black", linewidth=1.5)
+    for fake in (False, True):
+        index = [i for i in measured if results[i].fake == fake]
+        if index:
+            ax.plot(
+                index,
+                [results[i].peak_mib / scale for i in index],
+                "o",
+                color="black",
+                markerfacecolor="white" if fake else "black",
+                markersize=5,
+                label="measured peak (fake tensors)" if fake else "measured peak",
+            )
+    if predicted:
+        ax.plot(xs, [p.peak_mib / scale for p in predicted], "--", color="black", lw=1, label="predicted peak")
+    if capacity_mib:
+        if capacity_mib <= 1.6 * top:
+            ax.axhline(capacity_mib / scale, color="crimson", lw=1.5, ls=":", label="capacity")
+        else:
+            ax.text(
+                0.99,
+                0.97,
+                f"capacity {capacity_label or format_mib(capacity_mib)}: {capacity_mib / top:,.0f}x the tallest bar",
+                transform=ax.transAxes,
+                ha="right",
+                va="top",
+                fontsize=7,
+                color="crimson",
+            )
+    ax.set_xticks(xs)
+    ax.set_xticklabels([str(n) for n in ns])
+    ax.set_xlabel("accumulation steps N")
+    ax.set_ylabel(f"peak memory ({unit})")
+    ax.yaxis.set_major_locator(MaxNLocator(5))
+    if title:
+        ax.set_title(title, fontsize=9)
+    if legend:
+        ax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+
+
+def figure_png(fig: Any, dpi: int = 80) -> bytes:
+    """Render a matplotlib figure to PNG bytes (Agg, fast zlib level; no pyplot state is touched)."""
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=dpi, pil_kwargs={"compress_level": 1})
+    return buffer.getvalue()
+
+
+def _new_figure(figsize: tuple[float, float] = (7.0, 3.0), right: float = 0.97) -> tuple[Any, Any]:
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=figsize)
+    fig.subplots_adjust(left=0.09, right=right, bottom=0.16, top=0.95)  # fixed margins: no second layout pass
+    return fig, fig.add_subplot()
+
+
+def _legend_html() -> str:
+    swatch = '<span style="display:inline-block;width:10px;height:10px;background:{};margin:0 3px 0 10px"></span>{}'
+    items = [swatch.format(COLORS[c], c.replace("_", " ")) for c in CATEGORIES]
+    items.append("&nbsp;&nbsp;&#9679; measured peak &nbsp;&#9675; measured on fake tensors &nbsp;- - predicted peak")
+    items.append("&nbsp;&nbsp;pale bars: predicted")
+    return '<div style="font-size:11px">' + "".join(items) + "</div>"
+
+
+class MemoryExplorer:
+    """Sliders for accumulation steps (1..64), effective batch, MLP width and depth, optimizer (SGD / Adam) and
+    precision (fp32 / bf16); a stacked bar of the peak's breakdown per N (measured where measured, predicted and
+    paler elsewhere), measured peaks as dots and the predictor's curve; a capacity line (the real GPU on a GPU
+    runtime, presets for common cards) and a sentence saying whether the selected N fits and the smallest N that does.
+
+    Moving a slider only redraws from cached numbers (``last_redraw_s`` records how long that took). **Measure**
+    measures the current model: first a probe for the predictor (``gradacc.memory.profile_config`` on fake tensors),
+    then one step per N. Steps small enough for this machine run for real (``method``: the CUDA allocator on a GPU,
+    the memory tracker on CPU); larger ones run on fake tensors (the same operations and storage sizes, nothing
+    computed), drawn as hollow dots. A progress bar shows how far it is.
+
+    For scripts and browser tests, the state is plain attributes:
+
+    * ``accum_slider``: the ``SelectionSlider`` whose description is ``"accumulation steps"``; ``batch_slider``,
+      ``width_slider``, ``depth_slider``, ``optimizer_buttons``, ``precision_buttons``, ``capacity_dropdown``,
+      ``measure_button``, ``progress``;
+    * ``sentence``: an ``HTML`` widget with the CSS class ``gradacc-fits`` holding the "fits / smallest N" sentence;
+    * ``figure``: the ``Output`` widget with the figure (CSS class ``gradacc-figure``); ``png`` its latest bytes;
+    * ``state()``: a dict of what is shown; ``widget``: the whole ``VBox`` (displaying the explorer displays it).
+
+    Args:
+        config: the starting model and batch (``arch`` and ``checkpoint`` stay fixed; the sliders set the rest). Its
+            values must be among the slider options.
+        accum_steps: the starting N.
+        measurements: ``StepMemory`` results already measured for ``config`` (e.g. by the lesson), cached as is.
+        profile: a ``MemoryProfile`` of ``config`` for the predicted curve.
+        capacity: ``(label, MiB)`` for the capacity line; default: the GPU's total memory on a GPU runtime, else the
+            first preset.
+        method: how **Measure** measures real steps (``gradacc.memory.METHODS``); default: ``"cuda"`` on a GPU,
+            else ``"storages"`` (the live-storage counter: the tracker's numbers, checked by a test, at half its cost).
+        real_limit_mib, real_limit_flops: steps whose predicted peak or estimated work (6 x parameters x effective
+            batch) exceed these run on fake tensors. Defaults: 512 MiB and 5e10 on CPU; 80 % of the GPU and 1e15 there.
+
+    Raises:
+        ValueError: a ``config`` or ``accum_steps`` outside the slider options, a bad capacity.
+    """
+
+    def __init__(
+        self,
+        config: StepConfig | None = None,
+        accum_steps: int = 8,
+        *,
+        measurements: Sequence[StepMemory] = (),
+        profile: MemoryProfile | None = None,
+        capacity: tuple[str, float] | None = None,
+        method: str | None = None,
+        real_limit_mib: float | None = None,
+        real_limit_flops: float | None = None,
+    ) -> None:
+        import ipywidgets as w
+
+        config = config or StepConfig()
+        for name, value, options in (
+            ("accum_steps", accum_steps, ACCUM_OPTIONS),
+            ("effective_batch_size", config.effective_batch_size, BATCH_OPTIONS),
+            ("width", config.width, WIDTH_OPTIONS),
+            ("depth", config.depth, DEPTH_OPTIONS),
+        ):
+            if value not in options:
+                raise ValueError(f"{name}={value!r} is not one of the explorer's options {list(options)}")
+        if config.optimizer not in ("sgd", "adam"):
+            raise ValueError(f"the explorer offers optimizers 'sgd' and 'adam', got {config.optimizer!r}")
+        self.base = config
+        gpu = gpu_capacity()
+        self.method = method or ("cuda" if gpu else "storages")
+        self.capacities: list[tuple[str, float]] = ([gpu] if gpu else []) + list(CAPACITY_PRESETS)
+        if capacity is not None:
+            from .memory import check_budget
+
+            check_budget(capacity[1])
+            self.capacities.insert(0, (capacity[0], float(capacity[1])))
+        on_gpu = gpu is not None
+        self.real_limit_mib = real_limit_mib or (0.8 * gpu[1] if on_gpu else 512.0)
+        self.real_limit_flops = real_limit_flops or (1e15 if on_gpu else 5e10)
+        self._measured: dict[StepConfig, dict[int, StepMemory]] = {}
+        self._profiles: dict[StepConfig, MemoryProfile] = {}
+        if measurements:
+            self.add_measurements(config, measurements)
+        if profile is not None:
+            self.add_profile(config, profile)
+        self.last_redraw_s = 0.0
+        self.redraws = 0
+        self.measure_runs = 0
+        self.png = b""
+        self._state: dict[str, Any] = {}
+
+        wide = {"description_width": "initial"}
+        self.accum_slider = w.SelectionSlider(
+            options=list(ACCUM_OPTIONS),
+            value=accum_steps,
+            description="accumulation steps",
+            continuous_update=False,
+            style=wide,
+        )
+        self.batch_slider = w.SelectionSlider(
+            options=list(BATCH_OPTIONS),
+            value=config.effective_batch_size,
+            description="effective batch",
+            continuous_update=False,
+            style=wide,
+        )
+        self.width_slider = w.SelectionSlider(
+            options=list(WIDTH_OPTIONS), value=config.width, description="width", continuous_update=False, style=wide
+        )
+        self.depth_slider = w.SelectionSlider(
+            options=list(DEPTH_OPTIONS), value=config.depth, description="depth", continuous_update=False, style=wide
+        )
+        self.optimizer_buttons = w.ToggleButtons(
+            options=[("SGD", "sgd"), ("Adam", "adam")], value=config.optimizer, description="optimizer", style=wide
+        )
+        self.precision_buttons = w.ToggleButtons(
+            options=[("fp32", "fp32"), ("bf16", "bf16")], value=config.precision, description="precision", style=wide
+        )
+        self.capacity_dropdown = w.Dropdown(
+            options=[(label, i) for i, (label, _) in enumerate(self.capacities)],
+            value=0,
+            description="capacity",
+            style=wide,
+        )
+        self.measure_button = w.Button(description="Measure", button_style="primary")
+        self.progress = w.IntProgress(value=0, min=0, max=len(ACCUM_OPTIONS) + 1, description="")
+        self.status = w.HTML(value="")
+        self.title = w.HTML(value="")
+        self.legend = w.HTML(value=_legend_html())
+        self.sentence = w.HTML(value="")
+        self.sentence.add_class("gradacc-fits")
+        self.figure = w.Output()
+        self.figure.add_class("gradacc-figure")
+        self.widget = w.VBox(
+            [
+                w.HBox([self.accum_slider, self.batch_slider]),
+                w.HBox([self.width_slider, self.depth_slider]),
+                w.HBox([self.optimizer_buttons, self.precision_buttons]),
+                w.HBox([self.capacity_dropdown, self.measure_button, self.progress]),
+                self.status,
+                self.sentence,
+                self.title,
+                self.figure,
+                self.legend,
+            ]
+        )
+        self.widget.add_class("gradacc-memory-explorer")
+        for control in (
+            self.accum_slider,
+            self.batch_slider,
+            self.width_slider,
+            self.depth_slider,
+            self.optimizer_buttons,
+            self.precision_buttons,
+            self.capacity_dropdown,
+        ):
+            control.observe(self._on_change, names="value")
+        self.measure_button.on_click(self._on_measure)
+        self.redraw()
+
+    # -- the cache -----------------------------------------------------------------------------------------------
+    @staticmethod
+    def _profile_key(config: StepConfig) -> StepConfig:
+        return config.with_(effective_batch_size=1)
+
+    def add_measurements(self, config: StepConfig, results: Sequence[StepMemory]) -> None:
+        """Cache measured ``StepMemory`` results of ``config`` (one per N)."""
+        for r in results:
+            if r.effective_batch_size != config.effective_batch_size:
+                raise ValueError(
+                    f"a result for effective batch {r.effective_batch_size} does not belong to {config.label()}"
+                )
+            self._measured.setdefault(config, {})[r.accum_steps] = r
+
+    def add_profile(self, config: StepConfig, profile: MemoryProfile) -> None:
+        """Cache the predictor's ``MemoryProfile`` of ``config`` (any effective batch)."""
+        self._profiles[self._profile_key(config)] = profile
+
+    @property
+    def config(self) -> StepConfig:
+        """The configuration the controls select now."""
+        return self.base.with_(
+            width=self.width_slider.value,
+            depth=self.depth_slider.value,
+            optimizer=self.optimizer_buttons.value,
+            precision=self.precision_buttons.value,
+            effective_batch_size=self.batch_slider.value,
+        )
+
+    @property
+    def capacity(self) -> tuple[str, float]:
+        return self.capacities[self.capacity_dropdown.value]
+
+    def _rows(self, config: StepConfig) -> tuple[list[StepMemory], list[StepMemory] | None]:
+        measured = self._measured.get(config, {})
+        profile = self._profiles.get(self._profile_key(config))
+        predicted = [predict_step(profile, config.effective_batch_size, n) for n in ACCUM_OPTIONS] if profile else None
+        rows = []
+        for i, n in enumerate(ACCUM_OPTIONS):
+            if n in measured:
+                rows.append(measured[n])
+            elif predicted is not None:
+                rows.append(predicted[i])
+        return rows, predicted
+
+    # -- drawing -------------------------------------------------------------------------------------------------
+    def state(self) -> dict[str, Any]:
+        """What the explorer shows now: the controls' values, the peak at the selected N and where it comes from
+        (``"measured"``, ``"measured on fake tensors"``, ``"predicted"`` or ``None``), ``fits``,
+        ``smallest_accum_steps``, the ``sentence`` text, ``redraws`` and ``last_redraw_s``."""
+        return dict(self._state)
+
+    def redraw(self) -> None:
+        """Recompute the sentence and the figure from cached numbers (never measures)."""
+        from IPython.display import Image, display
+
+        start = time.perf_counter()
+        config, n = self.config, self.accum_slider.value
+        label, capacity = self.capacity
+        rows, predicted = self._rows(config)
+        by_n = {r.accum_steps: r for r in rows}
+        current = by_n.get(n)
+        state: dict[str, Any] = {
+            "accum_steps": n,
+            "effective_batch_size": config.effective_batch_size,
+            "micro_batch_size": config.effective_batch_size // n,
+            "width": config.width,
+            "depth": config.depth,
+            "optimizer": config.optimizer,
+            "precision": config.precision,
+            "capacity_label": label,
+            "capacity_mib": capacity,
+            "peak_mib": current.peak_mib if current else None,
+            "source": None,
+            "fits": None,
+            "smallest_accum_steps": None,
+        }
+        if current is None:
+            text = (
+                f"N = {n}: nothing measured yet for {config.label()}. Press Measure "
+                "(a probe for the predictor, then one step per N)."
+            )
+        else:
+            state["source"] = (
+                "predicted"
+                if current.method == "predicted"
+                else ("measured on fake tensors" if current.fake else "measured")
+            )
+            b = current.breakdown_mib
+            summary = fits_summary(
+                {r.accum_steps: r.peak_mib for r in rows},
+                n,
+                capacity,
+                label,
+                micro_batch_size=current.micro_batch_size,
+                persistent_mib=2 * b["parameters"] + b["optimizer_state"],  # the gradient buffer matches the parameters
+                source=state["source"],
+            )
+            text = summary["text"]
+            state.update(fits=summary["fits"], smallest_accum_steps=summary["smallest_accum_steps"])
+        state["sentence"] = text
+        self.sentence.value = f"<span>{text}</span>"
+        self.title.value = f"<b>{config.label()}</b>"
+
+        fig, ax = _new_figure()
+        if rows:
+            plot_breakdown(
+                ax,
+                rows,
+                predicted=predicted,
+                selected=n,
+                capacity_mib=capacity,
+                capacity_label=label,
+                legend=False,
+            )
+        else:
+            ax.text(0.5, 0.5, "nothing measured yet: press Measure", ha="center", va="center", transform=ax.transAxes)
+            ax.set_axis_off()
+        self.png = figure_png(fig)
+        with self.figure:
+            self.figure.clear_output(wait=True)
+            display(Image(data=self.png, format="png"))
+        self.redraws += 1
+        self.last_redraw_s = time.perf_counter() - start
+        state.update(redraws=self.redraws, last_redraw_s=self.last_redraw_s)
+        self._state = state
+
+    def _on_change(self, change: dict[str, Any]) -> None:
+        self.redraw()
+
+    # -- measuring -----------------------------------------------------------------------------------------------
+    def _runs_for_real(self, config: StepConfig, profile: MemoryProfile) -> bool:
+        peak = predict_step(profile, config.effective_batch_size, 1).peak_mib
+        work = 6.0 * profile.n_params * config.effective_batch_size
+        return peak <= self.real_limit_mib and work <= self.real_limit_flops
+
+    def measure(self, accum_steps: Sequence[int] | None = None) -> list[StepMemory]:
+        """Measure the selected configuration, cache the results and redraw; returns them.
+
+        First the probe for the predictor (fake tensors: fast at any size), then one step per N in ``accum_steps``
+        (default: 1, 2, 4, 8, 16 for real, 1, 4, 16 on fake tensors; the predictor covers the rest, exactly on
+        the course's models).
+        """
+        config = self.config
+        self.progress.value = 0
+        self.measure_button.disabled = True
+        self.measure_runs += 1
+        results: list[StepMemory] = []
+        try:
+            self.status.value = f"<i>probing {config.label()} for the predictor...</i>"
+            profile = profile_config(config, fake=True)
+            self.add_profile(config, profile)
+            self.progress.value = 1
+            real = self._runs_for_real(config, profile)
+            values = list(accum_steps or ((1, 2, 4, 8, 16) if real else (1, 4, 16)))
+            values = [n for n in values if config.effective_batch_size % n == 0]
+            self.progress.max = len(values) + 1
+            how = "for real" if real else "on fake tensors (too large to run here)"
+            for i, n in enumerate(values):
+                self.status.value = f"<i>measuring N = {n} {how}...</i>"
+                result = measure_config(config, n, method=self.method) if real else measure_config(config, n, fake=True)
+                results.append(result)
+                self.add_measurements(config, [result])
+                self.progress.value = i + 2
+            self.status.value = f"measured N = {', '.join(map(str, values))} {how}; the rest is predicted"
+        except Exception as exc:  # shown in the widget; the learner's kernel keeps running
+            self.status.value = f"<b>measuring failed:</b> {type(exc).__name__}: {exc}"
+            raise
+        finally:
+            self.measure_button.disabled = False
+        self.redraw()
+        return results
+
+    def _on_measure(self, button: Any) -> None:
+        try:
+            self.measure()
+        except Exception:
+            pass  # already shown in self.status
+
+    def _ipython_display_(self) -> None:
+        from IPython.display import display
+
+        display(self.widget)

@@ -1,0 +1,374 @@
+"""A learner's session in a real browser: JupyterLab, lesson 03, the memory explorer, a slider moved with the keyboard.
+
+What runs for real: Debian's chromium (installed with apt-get when /usr/bin/chromium is missing; Playwright's own browser
+download is never used), Python Playwright (pinned in requirements.txt) driving it headless, and JupyterLab started
+from the course's venv on 127.0.0.1 with a random token on a free port, serving a copy of lessons/03_memory.ipynb (so
+nothing the browser does can touch the committed notebook). Every request that is not to that server is blocked.
+
+The test runs the lesson's cells from the top through the memory-explorer cell with Shift+Enter, as a learner does,
+moves the accumulation-steps slider three times with the arrow keys, and asserts after each move that the figure and
+the "fits / smallest N" sentence changed. It measures each redraw in the page (key press to both changes on screen; goal
+<= 200 ms, reported in the session's "measurements" section and asserted only against a loose ceiling because the
+machine is shared), then types a cell under the explorer that prints the kernel's share of the last redraw
+(``MemoryExplorer.last_redraw_s``). Screenshots and the timings go to test-artifacts/ (gitignored).
+
+Known quirks handled here (FACTS.md): the first Shift+Enter after a notebook opens can be swallowed (retried until the
+cell's prompt shows a number); JupyterLab's news popup is switched off in its settings (binder/overrides.json, the
+same settings Binder uses); notebook windowing is off so every cell is in the page.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from contextlib import contextmanager
+from pathlib import Path
+from urllib.parse import urlparse
+
+import nbformat
+import pytest
+from conftest import ROOT, record_measurement
+
+pytestmark = pytest.mark.browser
+
+LESSON = ROOT / "lessons" / "03_memory.ipynb"
+ARTIFACTS = ROOT / "test-artifacts"
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--no-first-run",
+]
+# gradacc.widgets.fits_summary's sentence, as MemoryExplorer shows it
+SENTENCE = re.compile(
+    r"^N = (\d+) \(micro-batch \d+\): peak .+?, (fits|does not fit) in .+\. "
+    r"(Smallest N that fits: \d+\.|No N up to \d+ fits.*\.)$"
+)
+REDRAW_GOAL_MS = 200  # the memory explorer's goal (issue 3); reported
+REDRAW_CEILING_MS = 3000  # asserted: a redraw slower than this is broken, not just slow on a busy machine
+
+
+def ensure_chromium() -> Path:
+    """The chromium binary, installed from Debian with apt-get if needed. Fails (never skips) when it cannot be."""
+    if not Path("/usr/bin/chromium").exists():
+        if shutil.which("apt-get") is None:
+            pytest.fail("chromium is not installed and there is no apt-get to install it: install Debian's chromium")
+        sudo = [] if os.geteuid() == 0 else ["sudo", "-n"]
+        env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+        for command in (
+            ["apt-get", "update", "-q"],
+            ["apt-get", "install", "-y", "-q", "--no-install-recommends", "chromium"],
+        ):
+            proc = subprocess.run(sudo + command, capture_output=True, text=True, env=env, timeout=900)
+            if proc.returncode != 0:
+                pytest.fail(
+                    f"could not install chromium: `{' '.join(sudo + command)}` exited {proc.returncode}\n"
+                    f"{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}"
+                )
+    # /usr/bin/chromium is Debian's wrapper script; Playwright launches the binary itself
+    for candidate in (Path("/usr/lib/chromium/chromium"), Path("/usr/bin/chromium")):
+        if candidate.exists():
+            return candidate
+    pytest.fail("apt-get installed chromium but neither /usr/lib/chromium/chromium nor /usr/bin/chromium exists")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _lab_settings(settings_dir: Path) -> None:
+    """User settings for the test's JupyterLab: Binder's overrides (no news popup), no autosave, no windowing, and
+    the preferred kernel started without asking."""
+    settings = json.loads((ROOT / "binder" / "overrides.json").read_text())
+    settings["@jupyterlab/docmanager-extension:plugin"] = {"autosave": False}
+    # every cell in the page, and the notebook's kernel started without the "Select Kernel" dialog
+    settings["@jupyterlab/notebook-extension:tracker"] = {"windowingMode": "none", "autoStartDefaultKernel": True}
+    for plugin, values in settings.items():
+        package, name = plugin.split(":")
+        path = settings_dir / package / f"{name}.jupyterlab-settings"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(values))
+
+
+@contextmanager
+def jupyterlab(root: Path, tmp: Path):
+    """JupyterLab serving ``root`` on 127.0.0.1 with a random token; yields ``(base_url, token)``."""
+    port, token = _free_port(), secrets.token_hex(16)
+    _lab_settings(tmp / "lab-user-settings")
+    env = {
+        **os.environ,
+        "JUPYTER_CONFIG_DIR": str(tmp / "jupyter-config"),
+        "JUPYTER_RUNTIME_DIR": str(tmp / "jupyter-runtime"),
+        "JUPYTERLAB_SETTINGS_DIR": str(tmp / "lab-user-settings"),
+        "JUPYTERLAB_WORKSPACES_DIR": str(tmp / "lab-workspaces"),
+    }
+    args = [
+        sys.executable, "-m", "jupyterlab", "--no-browser", f"--ServerApp.root_dir={root}",
+        "--ServerApp.ip=127.0.0.1", f"--ServerApp.port={port}", "--ServerApp.port_retries=0",
+        f"--IdentityProvider.token={token}",
+    ]  # fmt: skip
+    if os.geteuid() == 0:
+        args.append("--allow-root")
+    log = (tmp / "jupyterlab.log").open("w")
+    server = subprocess.Popen(args, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            if server.poll() is not None:
+                pytest.fail(
+                    f"JupyterLab exited with {server.returncode}:\n{(tmp / 'jupyterlab.log').read_text()[-3000:]}"
+                )
+            try:
+                with urllib.request.urlopen(f"{base}/api/status?token={token}", timeout=2) as response:
+                    if response.status == 200:
+                        break
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                pytest.fail(f"JupyterLab did not answer within 60 s:\n{(tmp / 'jupyterlab.log').read_text()[-3000:]}")
+            time.sleep(0.25)
+        yield base, token
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)  # the server shuts its kernels down on SIGTERM
+        try:
+            server.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(server.pid, signal.SIGKILL)
+            server.wait()
+        log.close()
+
+
+_HAS_COUNT = "el => /\\[\\d+\\]/.test(el.textContent)"
+_STARTED = "el => /\\[(\\d+|\\*)\\]/.test(el.textContent)"
+
+
+def run_cell(page, index: int, timeout_s: float = 180) -> None:
+    """Run the ``index``-th cell (counting all cells) with Shift+Enter and wait until its prompt shows an execution
+    count. A key press that leaves the prompt at ``[ ]`` (swallowed: happens right after a notebook opens) is retried.
+    """
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    cell = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook .jp-Cell").nth(index)
+    prompt = cell.locator(".jp-InputArea-prompt")
+    deadline = time.monotonic() + timeout_s
+    for _attempt in range(20):
+        prompt.click()  # selects the cell (command mode)
+        page.keyboard.press("Shift+Enter")
+        try:  # "[*]:" queued or running, "[n]:" done
+            page.wait_for_function(_STARTED, arg=prompt.element_handle(), timeout=3_000)
+            break
+        except PlaywrightTimeout:
+            if time.monotonic() > deadline:
+                break
+    page.wait_for_function(_HAS_COUNT, arg=prompt.element_handle(), timeout=max(1, deadline - time.monotonic()) * 1000)
+
+
+_WATCH = """([root, figureSelector, sentenceSelector]) => {
+  // Times (ms after the key press) at which the figure and the sentence first differ from what they were before it.
+  const image = () => { const img = root.querySelector(figureSelector + " img"); return img ? img.src : null; };
+  const text = () => { const el = root.querySelector(sentenceSelector); return el ? el.textContent : null; };
+  const st = window.__gradaccRedraw = {t0: null, figure: null, sentence: null, image0: image(), text0: text()};
+  if (!window.__gradaccObserver) {
+    window.__gradaccObserver = new MutationObserver(() => {
+      const s = window.__gradaccRedraw;
+      if (s.t0 === null) return;
+      const now = performance.now() - s.t0;
+      if (s.figure === null && image() !== null && image() !== s.image0) s.figure = now;
+      if (s.sentence === null && text() !== null && text() !== s.text0) s.sentence = now;
+    });
+    window.__gradaccObserver.observe(root, {subtree: true, childList: true, characterData: true, attributes: true});
+    document.addEventListener("keydown", (e) => {
+      const s = window.__gradaccRedraw;
+      if ((e.key === "ArrowRight" || e.key === "ArrowLeft") && s.t0 === null) s.t0 = performance.now();
+    }, {capture: true});
+  }
+}"""
+
+
+def drive_explorer(
+    chromium: Path,
+    notebook: Path,
+    cells: list[int],
+    *,
+    may_raise: set[int] = frozenset(),
+    kernel_probe: str = "",
+    explorer: str,
+    slider: str,
+    figure: str,
+    sentence: str,
+    moves: int,
+    tmp: Path,
+    name: str,
+) -> dict:
+    """Open ``notebook`` (a copy) in JupyterLab in headless Chromium, run ``cells`` (indices among all cells), then
+    press ArrowRight (ArrowLeft once the slider is at its maximum) ``moves`` times on the slider whose description is
+    ``slider`` inside the element matching ``explorer``; after each press wait until the image in ``figure`` and the
+    text of ``sentence`` changed.
+
+    With ``kernel_probe`` (one line of code), a cell holding it is then inserted under the last cell run, typed and
+    run; its output text is returned as ``"kernel_probe"``.
+
+    Returns ``{"redraw_ms": [...], "values": [...], "sentences": [...], "blocked": [...], "seconds": {...}}`` and saves
+    ``test-artifacts/browser-<name>.png`` (the whole page) and ``browser-<name>-explorer.png`` (the widget).
+    """
+    from playwright.sync_api import sync_playwright
+
+    root = tmp / "served"
+    (root / notebook.parent.name).mkdir(parents=True)
+    shutil.copy(notebook, root / notebook.parent.name / notebook.name)
+    ARTIFACTS.mkdir(exist_ok=True)
+    seconds: dict[str, float] = {}
+    start = time.perf_counter()
+    blocked: list[str] = []
+    with jupyterlab(root, tmp) as (base, token), sync_playwright() as playwright:
+        seconds["jupyterlab_up"] = time.perf_counter() - start
+        browser = playwright.chromium.launch(executable_path=str(chromium), headless=True, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 1000})
+            local = urlparse(base).netloc
+
+            def route(r) -> None:
+                url = urlparse(r.request.url)
+                if url.scheme in ("data", "blob") or url.netloc == local:
+                    r.continue_()
+                else:  # the badges' images, fonts, news feeds, ...: nothing leaves the machine
+                    blocked.append(r.request.url)
+                    r.abort()
+
+            page.route("**/*", route)
+            page.goto(f"{base}/lab/tree/{notebook.parent.name}/{notebook.name}?token={token}")
+            page.locator(".jp-NotebookPanel .jp-Notebook .jp-Cell").first.wait_for(timeout=90_000)
+            seconds["notebook_open"] = time.perf_counter() - start
+            for index in cells:
+                run_cell(page, index)
+                cell = page.locator(".jp-NotebookPanel .jp-Notebook .jp-Cell").nth(index)
+                if index not in may_raise and cell.locator('[data-mime-type="application/vnd.jupyter.error"]').count():
+                    pytest.fail(
+                        f"cell {index} raised in the browser:\n{cell.locator('.jp-OutputArea').inner_text()[-2000:]}"
+                    )
+            seconds["cells_run"] = time.perf_counter() - start
+            widget = page.locator(explorer).first
+            widget.locator(f"{figure} img").first.wait_for(timeout=60_000)
+            assert "Error displaying widget" not in widget.inner_text()
+            control = widget.locator(f".widget-slider:has(label:text-is('{slider}'))")
+            assert control.count() == 1, f"no slider described {slider!r} in {explorer}"
+            handle, readout = control.locator(".noUi-handle"), control.locator(".widget-readout")
+            result = {"redraw_ms": [], "values": [readout.text_content()], "sentences": []}
+            result["sentences"].append(widget.locator(sentence).first.text_content())
+            for _ in range(moves):
+                page.evaluate(_WATCH, [widget.element_handle(), figure, sentence])
+                handle.focus()
+                at_max = handle.get_attribute("aria-valuenow") == handle.get_attribute("aria-valuemax")
+                key = "ArrowLeft" if at_max else "ArrowRight"
+                result.setdefault("keys", []).append(key)
+                page.keyboard.press(key)
+                page.wait_for_function(
+                    "() => window.__gradaccRedraw.figure !== null && window.__gradaccRedraw.sentence !== null",
+                    timeout=60_000,
+                )
+                timing = page.evaluate("() => window.__gradaccRedraw")
+                result["redraw_ms"].append(round(max(timing["figure"], timing["sentence"]), 1))
+                result["values"].append(readout.text_content())
+                result["sentences"].append(widget.locator(sentence).first.text_content())
+            widget.screenshot(path=ARTIFACTS / f"browser-{name}-explorer.png")
+            page.screenshot(path=ARTIFACTS / f"browser-{name}.png")
+            if kernel_probe:  # as a learner would: a new cell under the explorer's, typed and run
+                page.locator(".jp-NotebookPanel .jp-Notebook .jp-Cell").nth(cells[-1]).locator(
+                    ".jp-InputArea-prompt"
+                ).click()
+                page.keyboard.press("b")  # insert a cell below (command mode)
+                page.keyboard.press("Enter")  # edit it
+                page.keyboard.type(kernel_probe)
+                run_cell(page, cells[-1] + 1)
+                probe = page.locator(".jp-NotebookPanel .jp-Notebook .jp-Cell").nth(cells[-1] + 1)
+                result["kernel_probe"] = probe.locator(".jp-OutputArea").inner_text().strip()
+        finally:
+            browser.close()
+    seconds["total"] = time.perf_counter() - start
+    result.update(blocked=blocked, seconds={k: round(v, 1) for k, v in seconds.items()})
+    (ARTIFACTS / f"browser-{name}.json").write_text(json.dumps(result, indent=1))
+    return result
+
+
+def explorer_cells(path: Path) -> tuple[list[int], set[int]]:
+    """The cells a learner runs to reach the memory explorer: every code cell from the top through the first one that
+    builds a ``MemoryExplorer`` (indices among all cells), and those among them tagged ``raises-exception``."""
+    nb = nbformat.read(path, as_version=4)
+    code = [i for i, c in enumerate(nb.cells) if c.cell_type == "code"]
+    explorer = next((i for i in code if "MemoryExplorer(" in nb.cells[i].source), None)
+    assert explorer is not None, f"{path.name} has no cell that builds a MemoryExplorer"
+    cells = [i for i in code if i <= explorer]
+    return cells, {i for i in cells if "raises-exception" in nb.cells[i].metadata.get("tags", [])}
+
+
+def explorer_variable(path: Path) -> str:
+    """The name the lesson gives its ``MemoryExplorer`` (``explorer = MemoryExplorer(...)``)."""
+    source = "\n".join(c.source for c in nbformat.read(path, as_version=4).cells if c.cell_type == "code")
+    match = re.search(r"^(\w+)\s*=\s*MemoryExplorer\(", source, re.M)
+    assert match, f"{path.name}: no `name = MemoryExplorer(...)` assignment"
+    return match.group(1)
+
+
+def test_chromium_missing_and_not_installable_fails_loudly(monkeypatch):
+    """No silent skip: without chromium and without a way to install it, the browser test fails and says why."""
+    real_exists = Path.exists
+    monkeypatch.setattr(Path, "exists", lambda p: False if str(p).endswith("chromium") else real_exists(p))
+    monkeypatch.setattr(shutil, "which", lambda name: None)
+    with pytest.raises(pytest.fail.Exception, match="chromium is not installed and there is no apt-get"):
+        ensure_chromium()
+
+
+@pytest.mark.slow
+def test_memory_explorer_in_jupyterlab(tmp_path: Path):
+    """Lesson 03 in JupyterLab in headless Chromium: run the cells up to the memory explorer, move the
+    accumulation-steps slider with the keyboard, and see the figure and the "fits / smallest N" sentence change."""
+    assert LESSON.exists(), "lessons/03_memory.ipynb is missing"
+    chromium = ensure_chromium()
+    cells, may_raise = explorer_cells(LESSON)
+    result = drive_explorer(
+        chromium,
+        LESSON,
+        cells,
+        may_raise=may_raise,
+        explorer=".gradacc-memory-explorer",  # the explorer's VBox (gradacc.widgets.MemoryExplorer)
+        slider="accumulation steps",  # MemoryExplorer.accum_slider's description
+        figure=".gradacc-figure",  # MemoryExplorer.figure's CSS class (an Output widget showing a PNG)
+        sentence=".gradacc-fits",  # MemoryExplorer.sentence's CSS class
+        moves=3,
+        # the kernel's share of the last redraw (MemoryExplorer.last_redraw_s: sentence, figure, PNG, display)
+        kernel_probe=f"print(round({explorer_variable(LESSON)}.last_redraw_s * 1000, 1))",
+        tmp=tmp_path,
+        name="03_memory",
+    )
+    values, sentences, redraw = result["values"], result["sentences"], result["redraw_ms"]
+    kernel_ms = float(result["kernel_probe"])
+    record_measurement(
+        f"browser: lesson 03 memory explorer, redraw after an arrow key {redraw} ms, median {sorted(redraw)[len(redraw) // 2]} "
+        f"ms (goal <= {REDRAW_GOAL_MS} ms; the kernel's share of the last one {kernel_ms} ms); "
+        f"{result['seconds']} s; {len(result['blocked'])} non-local requests blocked; screenshots in test-artifacts/"
+    )
+    # each key press moved the slider one option (1, 2, 4, ..., 64 are the explorer's options) the way its key says
+    from gradacc.widgets import ACCUM_OPTIONS
+
+    positions = [ACCUM_OPTIONS.index(int(v)) for v in values]
+    steps = [after - before for before, after in zip(positions[:-1], positions[1:], strict=True)]
+    assert steps == [1 if key == "ArrowRight" else -1 for key in result["keys"]], (values, result["keys"])
+    for before, after, value in zip(sentences[:-1], sentences[1:], values[1:], strict=True):
+        assert after != before and SENTENCE.match(after), (before, after)
+        assert SENTENCE.match(after).group(1) == value, (value, after)
+    assert all(ms <= REDRAW_CEILING_MS for ms in redraw), f"redraws took {redraw} ms"
+    assert 0 < kernel_ms < redraw[-1], (kernel_ms, redraw)  # the kernel's part is a part of what the learner waits for
+    assert (ARTIFACTS / "browser-03_memory-explorer.png").stat().st_size > 5_000

@@ -1,0 +1,178 @@
+"""Colab: what a notebook does there, and the memory explorer on the ipywidgets Colab ships (7.7.1).
+
+* Setup cells: run for real in an IPython shell, once with a ``google.colab`` module present and once without, with the
+  ``%pip`` magic recorded instead of executed: on Colab the cell installs exactly the course package from the configured
+  repository; elsewhere it does nothing at all.
+* The memory explorer: Colab's kernel has ipywidgets 7.7.1, the course's .venv has 8.x. ipywidgets 7.7.1 (and
+  ipython_genutils, which only 7.x imports) is installed into a throwaway folder (cached under build/test-cache/) that is
+  put first on the kernel's ``PYTHONPATH``, so torch, matplotlib and the rest are not reinstalled; a real Jupyter kernel
+  builds the explorer there, moves its accumulation-steps slider and the test asserts the figure and the sentence change.
+  What this does not reproduce: Colab's own front end and its Python 3.12 / IPython 7.34 (the kernel here is the .venv's
+  Python 3.11 and ipykernel); the package's ranges admitting Colab's versions are tested in test_packaging.py.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import sys
+import types
+from pathlib import Path
+
+import nbformat
+import pytest
+from conftest import ROOT
+from packaging.requirements import Requirement
+from throwaway import pip_target
+
+from gradacc.badges import read_repository
+
+NOTEBOOKS = sorted(
+    p
+    for folder in ("lessons", "solutions", "exercises")
+    for p in (ROOT / folder).glob("*.ipynb")
+    if not p.name.startswith(".")
+)
+GUARD = 'if "google.colab" in sys.modules:'
+
+
+def _setup_cell(nb) -> str:
+    cells = [c.source for c in nb.cells if c.cell_type == "code" and GUARD in c.source]
+    assert len(cells) == 1, f"expected one setup cell with `{GUARD}`, found {len(cells)}"
+    return cells[0]
+
+
+@pytest.fixture(scope="module")
+def shell():
+    from IPython.core.interactiveshell import InteractiveShell
+
+    shell = InteractiveShell.instance()
+    calls: list[str] = []
+    shell.register_magic_function(calls.append, "line", "pip")  # record `%pip ...` instead of running pip
+    shell.pip_calls = calls
+    yield shell
+    InteractiveShell.clear_instance()
+
+
+def _run_setup(shell, source: str, on_colab: bool) -> list[str]:
+    shell.pip_calls.clear()
+    saved = {name: sys.modules.get(name) for name in ("google", "google.colab")}
+    if on_colab:
+        google = sys.modules.get("google") or types.ModuleType("google")
+        sys.modules["google"], sys.modules["google.colab"] = google, types.ModuleType("google.colab")
+    try:
+        before = set(shell.user_ns)
+        result = shell.run_cell(source, store_history=False)
+        result.raise_error()
+        new_names = set(shell.user_ns) - before - {"_", "__", "___"}
+    finally:
+        for name, module in saved.items():
+            if module is None:
+                sys.modules.pop(name, None)
+            else:
+                sys.modules[name] = module
+    return list(shell.pip_calls), sorted(n for n in new_names if not n.startswith("_"))
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_setup_cell_installs_the_course_on_colab_and_nothing_elsewhere(path: Path, shell):
+    repo = read_repository(ROOT / "pyproject.toml")
+    source = _setup_cell(nbformat.read(path, as_version=4))
+    guarded = source.split(GUARD, 1)[1].splitlines()[1:]
+    block = [line for line in guarded if line.startswith((" ", "\t")) and line.strip()]
+    assert block and all(line.strip().startswith("%pip install") for line in block), f"the Colab block: {block}"
+
+    calls, _ = _run_setup(shell, source, on_colab=True)
+    assert len(calls) == 1, calls
+    args = [a for a in shlex.split(calls[0]) if not a.startswith("-")]
+    assert args[0] == "install" and len(args) == 2, calls[0]
+    requirement = Requirement(args[1])
+    assert requirement.name == "gradacc" and requirement.extras == {"libs"}
+    assert requirement.url == f"git+{repo.url}", "run `gradacc badges`: it points the install line at the repository"
+
+    calls, names = _run_setup(shell, source, on_colab=False)
+    assert calls == [], "the setup cell installs something outside Colab"
+    assert "google" not in " ".join(names)
+
+
+def test_setup_cell_check_fails_a_cell_that_installs_everywhere(shell):
+    """The check above really discriminates: an unguarded install is seen outside Colab."""
+    calls, _ = _run_setup(shell, 'import sys\n%pip install -q "gradacc[libs] @ git+https://github.com/a/b"', False)
+    assert calls == ['install -q "gradacc[libs] @ git+https://github.com/a/b"']
+
+
+COLAB_IPYWIDGETS = ["ipywidgets==7.7.1", "ipython_genutils==0.2.0"]  # 7.x imports ipython_genutils; 8.x does not
+BUILD = """
+import json
+from gradacc.memory import StepConfig, predict_step, profile_config
+from gradacc.widgets import MemoryExplorer
+
+config = StepConfig(width=128, depth=2, effective_batch_size=256)
+profile = profile_config(config, fake=True)
+peak_1, peak_8 = (predict_step(profile, 256, n).peak_mib for n in (1, 8))
+assert peak_8 < peak_1, (peak_1, peak_8)  # activations dominate this step: a smaller micro-batch needs less
+# a "card" between the two: the step does not fit at N = 1 and fits at N = 8
+explorer = MemoryExplorer(config, accum_steps=1, profile=profile, capacity=("a tiny card", (peak_1 + peak_8) / 2))
+explorer
+"""
+MOVE = """
+import base64
+
+def shown_png():
+    images = [o["data"]["image/png"] for o in explorer.figure.outputs if "image/png" in o.get("data", {})]
+    return base64.b64decode(images[-1]) if images else None
+
+first = {"state": explorer.state(), "png": explorer.png, "shown_is_png": shown_png() == explorer.png}
+explorer.accum_slider.value = 8  # what moving the slider does: the front end sets the value, observers redraw
+moved = {"state": explorer.state(), "png": explorer.png}
+explorer.optimizer_buttons.value = "sgd"  # ToggleButtons, as 7.7.1 has them
+sgd = explorer.state()
+"""
+# comm messages from the front end are handled between cells: the Output widget's synced outputs are read in a later one
+REPORT = """
+import ipywidgets
+print(json.dumps({
+    "ipywidgets": ipywidgets.__version__, "ipywidgets_file": ipywidgets.__file__,
+    "slider": type(explorer.accum_slider).__name__, "description": explorer.accum_slider.description,
+    "sentence_classes": explorer.sentence._dom_classes, "figure_classes": explorer.figure._dom_classes,
+    "first": first["state"], "moved": moved["state"], "sgd": sgd,
+    "png_changed": first["png"] != moved["png"], "first_shown": first["shown_is_png"],
+    "latest_shown": shown_png() == explorer.png, "redraws": explorer.redraws,
+}, default=str))
+"""
+
+
+@pytest.mark.slow
+def test_memory_explorer_on_colabs_ipywidgets(monkeypatch):
+    """The explorer in a real kernel on ipywidgets 7.7.1: built, the accumulation-steps slider moved, figure and
+    "fits / smallest N" sentence redrawn, and the new figure delivered through the Output widget to the client."""
+    from nbclient import NotebookClient
+    from nbformat.v4 import new_code_cell, new_notebook
+
+    target = pip_target("ipywidgets-7.7.1", COLAB_IPYWIDGETS)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(target), *filter(None, [os.environ.get("PYTHONPATH")])]))
+    nb = new_notebook(cells=[new_code_cell(BUILD), new_code_cell(MOVE), new_code_cell(REPORT)])
+    # nbclient plays the front end here: it keeps Output widgets' outputs and syncs them back to the kernel
+    NotebookClient(nb, kernel_name="python3", timeout=300).execute()
+    view = nb.cells[0].outputs[-1]["data"]
+    assert view["application/vnd.jupyter.widget-view+json"]["version_major"] == 2  # ipywidgets 7's protocol
+    report = json.loads("".join(o["text"] for o in nb.cells[2].outputs if o.get("name") == "stdout"))
+    assert report["ipywidgets"] == "7.7.1" and report["ipywidgets_file"].startswith(str(target))
+    assert report["slider"] == "SelectionSlider" and report["description"] == "accumulation steps"
+    assert "gradacc-fits" in report["sentence_classes"] and "gradacc-figure" in report["figure_classes"]
+
+    first, moved, sgd = report["first"], report["moved"], report["sgd"]
+    assert (first["accum_steps"], moved["accum_steps"]) == (1, 8)
+    assert first["fits"] is False and moved["fits"] is True
+    assert first["smallest_accum_steps"] == moved["smallest_accum_steps"] > 1
+    assert first["sentence"].startswith("N = 1 (micro-batch 256): peak ") and "predicted" in first["sentence"]
+    assert "does not fit in a tiny card" in first["sentence"]
+    assert (
+        moved["sentence"].startswith("N = 8 (micro-batch 32): peak ") and ", fits in a tiny card" in moved["sentence"]
+    )
+    assert f"Smallest N that fits: {moved['smallest_accum_steps']}." in moved["sentence"]
+    assert moved["peak_mib"] < first["peak_mib"]
+    assert sgd["optimizer"] == "sgd" and sgd["peak_mib"] != moved["peak_mib"]
+    assert report["png_changed"] and report["redraws"] == 3
+    assert report["first_shown"] and report["latest_shown"], "the Output widget did not deliver the figure"

@@ -1,0 +1,337 @@
+"""Unit tests of gradacc.distributed, gradacc.ddp_worker, gradacc.jax_dp_worker and the checks of lesson 07.
+
+The tests marked ``slow`` start real processes (torchrun + 2 gloo workers, accelerate launch, a JAX process with 4
+CPU devices): 10-30 s each on a 2-core machine.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import sys
+import textwrap
+import time
+
+import psutil
+import pytest
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+from gradacc.accumulation import count_items, full_batch_gradients, max_abs_diff, sum_cross_entropy
+from gradacc.checks import lesson07
+from gradacc.data import IGNORE_INDEX, load_digits_tensors, split_micro_batches
+from gradacc.distributed import (
+    TOKEN_LABEL_COUNTS,
+    AllReduceCounter,
+    WorkerError,
+    accelerate_launch_command,
+    effective_batch_size,
+    free_port,
+    run_accelerate_lesson,
+    run_ddp_lesson,
+    run_jax_devices,
+    run_processes,
+    single_process_group,
+    token_vocab_size,
+    token_windows,
+    torchrun_command,
+)
+from gradacc.models import TinyLM, make_digits_model
+
+# ---------------------------------------------------------------------------------------------- small pieces
+
+
+def test_free_port_can_be_bound_on_loopback():
+    port = free_port()
+    assert 1024 <= port <= 65535
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", port))  # free right after: the launcher can take it
+
+
+def test_effective_batch_size_and_its_errors():
+    assert effective_batch_size(8, 4, 2) == 64
+    assert effective_batch_size(16, 1, 1) == 16
+    assert effective_batch_size(3, 5, 7) == 105
+    with pytest.raises(ValueError, match="accum_steps must be >= 1, got 0"):
+        effective_batch_size(8, 0, 2)
+    with pytest.raises(ValueError, match="world_size must be an int >= 1, got 0"):
+        effective_batch_size(8, 4, 0)
+    with pytest.raises(ValueError, match="micro_batch_size must be an int >= 1"):
+        effective_batch_size(2.5, 4, 2)
+
+
+def test_launch_commands_use_the_given_port_and_the_right_launcher():
+    cmd = torchrun_command("gradacc.ddp_worker", ["--out", "x"], nproc_per_node=2, port=41234)
+    assert cmd[:3] == [sys.executable, "-m", "torch.distributed.run"]
+    assert "--master-port=41234" in cmd and "--master-addr=127.0.0.1" in cmd and "--nproc-per-node=2" in cmd
+    assert cmd[-4:] == ["-m", "gradacc.ddp_worker", "--out", "x"]
+    two = accelerate_launch_command("gradacc.accel_train", [], num_processes=2, port=41235)
+    assert "--multi_gpu" in two and "--cpu" not in two  # --cpu would start ONE process (accelerate 1.15)
+    assert "--main_process_port=41235" in two and "--num_processes=2" in two
+    one = accelerate_launch_command("gradacc.accel_train", [], num_processes=1, port=41236)
+    assert "--cpu" in one and "--multi_gpu" not in one
+    with pytest.raises(ValueError, match="nproc_per_node must be >= 1, got 0"):
+        torchrun_command("m", [], nproc_per_node=0, port=1)
+    with pytest.raises(ValueError, match="num_processes must be >= 1, got 0"):
+        accelerate_launch_command("m", [], num_processes=0, port=1)
+
+
+def test_token_windows_hold_5_and_15_label_tokens():
+    windows = token_windows()
+    assert len(windows) == 2
+    per_micro_batch = [[count_items(b) for b in window] for window in windows]
+    assert per_micro_batch == [[2, 3], [7, 8]]
+    assert [sum(c) for c in per_micro_batch] == [5, 15]
+    for window, counts in zip(windows, TOKEN_LABEL_COUNTS, strict=True):
+        for (inputs, labels), seq_counts in zip(window, counts, strict=True):
+            assert inputs.shape == labels.shape and inputs.dtype == torch.int64
+            assert ((labels != IGNORE_INDEX).sum(1).tolist()) == list(seq_counts)
+            assert int(inputs.max()) < token_vocab_size()
+    with pytest.raises(ValueError, match="label counts must be >= 1"):
+        token_windows((((0,),),))
+
+
+# ---------------------------------------------------------------------------------------------- run_processes
+
+
+def test_a_failing_command_raises_with_its_stderr():
+    code = "import sys; print('some output'); sys.stderr.write('boom: the worker broke\\n'); sys.exit(3)"
+    with pytest.raises(WorkerError, match="exit status 3") as info:
+        run_processes([sys.executable, "-c", code], timeout=60, what="the test worker")
+    assert "boom: the worker broke" in str(info.value)
+    assert info.value.returncode == 3 and "some output" in info.value.stdout
+
+
+def test_a_timeout_kills_the_launcher_and_workers_in_their_own_sessions(tmp_path):
+    """torchrun starts its workers with start_new_session=True: killing the launcher's group would orphan them."""
+    pid_file = tmp_path / "worker.pid"
+    launcher = textwrap.dedent(
+        f"""
+        import subprocess, sys, time
+        worker = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"], start_new_session=True)
+        open({str(pid_file)!r}, "w").write(str(worker.pid))
+        time.sleep(300)
+        """
+    )
+    start = time.monotonic()
+    with pytest.raises(WorkerError, match="the sleepy launcher: ran past the 3 s limit"):
+        run_processes([sys.executable, "-c", launcher], timeout=3, what="the sleepy launcher")
+    assert time.monotonic() - start < 30
+    worker = int(pid_file.read_text())
+    assert not psutil.pid_exists(worker) or psutil.Process(worker).status() == psutil.STATUS_ZOMBIE
+
+
+def test_run_processes_refuses_bad_arguments():
+    with pytest.raises(ValueError, match="timeout must be > 0 seconds, got 0"):
+        run_processes(["true"], timeout=0)
+    with pytest.raises(ValueError, match="empty command"):
+        run_processes([], timeout=1)
+
+
+# ---------------------------------------------------------------------------------------------- DDP in one process
+
+
+def test_single_process_group_is_made_and_removed():
+    assert not dist.is_initialized()
+    with single_process_group():
+        assert dist.is_initialized() and dist.get_world_size() == 1 and dist.get_rank() == 0
+        with single_process_group():  # nested: uses the existing group, leaves it alone
+            assert dist.is_initialized()
+        assert dist.is_initialized()
+    assert not dist.is_initialized()
+    with pytest.raises(ValueError, match="backend='gloo' only"):
+        with single_process_group("nccl"):
+            pass
+
+
+def test_allreduce_counter_sees_one_call_per_synchronizing_backward():
+    from gradacc.ddp_worker import accumulate_window
+
+    x, y = load_digits_tensors()
+    micro_batches = split_micro_batches(x[:40], y[:40], 4)
+    with single_process_group():
+        for use_no_sync, calls in ((True, 1), (False, 4)):
+            model = make_digits_model(seed=0)
+            reference = full_batch_gradients(make_digits_model(seed=0), (x[:40], y[:40]))
+            ddp = DDP(model)
+            counter = AllReduceCounter()
+            ddp.register_comm_hook(state=None, hook=counter.hook)
+            info = accumulate_window(ddp, None, micro_batches, use_no_sync=use_no_sync)
+            assert counter.calls == calls
+            assert counter.elements == calls * sum(p.numel() for p in model.parameters())
+            assert counter.seconds >= 0.0
+            assert info["local_items"] == info["global_items"] == 40
+            assert max_abs_diff([p.grad for p in model.parameters()], reference) < 1e-6
+        with pytest.raises(ValueError, match="weighting must be one of"):
+            accumulate_window(ddp, None, micro_batches, weighting="mean")
+        with pytest.raises(ValueError, match="needs a DistributedDataParallel model"):
+            accumulate_window(make_digits_model(), None, micro_batches)
+
+
+# ---------------------------------------------------------------------------------------------- real processes
+
+
+@pytest.mark.slow
+def test_ddp_workers_reproduce_the_full_batch_and_count_allreduces():
+    result = run_ddp_lesson(timing_windows=3)
+    assert result["world_size"] == 2 and result["backend"] == "gloo"
+    assert result["effective_batch_size"] == result["samples_total"] == 64
+    assert result["samples_per_rank"] == [32, 32]
+    assert result["rank0_indices"] == list(range(0, 64, 2))
+    # the single-process full-batch SGD step on the same 64 digits
+    x, y = load_digits_tensors()
+    model = make_digits_model(seed=0, hidden=32)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    F.cross_entropy(model(x[:64]), y[:64]).backward()
+    optimizer.step()
+    for key, calls in (("no_sync", 1), ("sync_every_micro_step", 4)):
+        run = result[key]
+        assert run["allreduce_calls"] == calls
+        assert run["max_rank_weight_diff"] == 0.0
+        assert max_abs_diff(run["weights"], model.parameters()) < 1e-6
+    timing = result["timing"]
+    assert timing["no_sync_calls"] == 1 and timing["sync_calls"] == 4 and timing["windows"] == 3
+    assert timing["no_sync_s"] > 0 and timing["sync_s"] > 0
+    # tokens: 5 and 15 on two ranks; the all-reduced count gives sum / 20, the per-rank means do not
+    tokens = result["tokens"]
+    assert tokens["tokens_per_rank"] == [5, 15]
+    lm = TinyLM(token_vocab_size(), dim=16, seed=0)
+    total = sum(sum_cross_entropy(lm, b) for window in token_windows() for b in window) / 20
+    want = torch.autograd.grad(total, list(lm.parameters()))
+    assert max_abs_diff(tokens["grads_global_items"], want) < 1e-6
+    assert max_abs_diff(tokens["grads_local_items"], want) > 1e-3
+    assert abs(sum(tokens["loss_sum_per_rank"]) / 20 - float(total.detach())) < 1e-5
+    assert psutil.Process().children(recursive=True) == []  # nothing left behind
+
+
+@pytest.mark.slow
+def test_a_failing_ddp_worker_surfaces_its_error():
+    cmd = torchrun_command(
+        "gradacc.ddp_worker", ["--out=/nonexistent/x.pt", "--accum-steps=0"], nproc_per_node=2, port=free_port()
+    )
+    with pytest.raises(WorkerError) as info:
+        run_processes(cmd, timeout=120, env={"OMP_NUM_THREADS": "1"}, what="torchrun (2 DDP workers)")
+    assert "torchrun (2 DDP workers): failed with exit status" in str(info.value)
+    assert "accum_steps must be >= 1, got 0" in str(info.value)
+    assert psutil.Process().children(recursive=True) == []
+
+
+@pytest.mark.slow
+def test_jax_on_four_cpu_devices_matches_the_full_batch():
+    result = run_jax_devices()
+    assert result["device_count"] == 4 and len(result["devices"]) == 4
+    assert result["rows_per_device"] == [32, 32, 32, 32] and result["effective_batch_size"] == 128
+    assert result["max_abs_diff"] < 1e-6 < result["grad_scale"]
+    assert abs(result["loss_full"] - result["loss_data_parallel"]) < 1e-5
+    assert result["hlo_all_reduces"] >= 1 and result["all_reduce_in_loop"] is False
+
+
+@pytest.mark.slow
+def test_accelerate_launch_on_two_cpu_processes_matches_one_process():
+    from gradacc.accel import reset_accelerate_state, train_with_accelerate
+
+    result = run_accelerate_lesson()
+    assert result["num_processes"] == 2 and result["optimizer_steps"] == 2
+    assert result["command"].startswith("accelerate launch --multi_gpu --num_processes=2")
+    one = train_with_accelerate(4, micro_batch_size=32, n_samples=256, lr=0.1, seed=0, split_batches=True, cpu=True)
+    reset_accelerate_state()
+    assert one.num_processes == 1 and one.optimizer_steps == 2
+    assert max_abs_diff(result["weights"].values(), one.state_dict.values()) < 1e-6
+    with pytest.raises(ValueError, match="must be divisible by num_processes"):
+        run_accelerate_lesson(micro_batch_size=33)
+
+
+# ---------------------------------------------------------------------------------------------- lesson 07's checks
+
+
+def _token_weighted_loss(loss_sum, local_tokens, global_tokens, world_size):
+    return loss_sum * world_size / global_tokens
+
+
+def test_check_7_1_passes_the_answer_and_fails_plausible_mistakes(capsys):
+    lesson07.check_token_weighted_loss(_token_weighted_loss)
+    assert capsys.readouterr().out == "Exercise 7.1: correct\n"
+    for wrong in (
+        lambda s, local, total, world: s / local,  # the mean of per-rank means
+        lambda s, local, total, world: s / total,  # forgets that DDP divides by world_size
+        lambda s, local, total, world: (s / total).item(),  # a float: no gradient
+    ):
+        lesson07.check_token_weighted_loss(wrong)
+        assert capsys.readouterr().out.startswith("Exercise 7.1: incorrect - ")
+
+
+def _train_epoch_ddp(ddp_model, optimizer, batches, accum_steps):
+    batches = list(batches)
+    for start in range(0, len(batches), accum_steps):
+        window = batches[start : start + accum_steps]
+        items = torch.tensor([float(sum(count_items(b) for b in window))])
+        dist.all_reduce(items)
+        scale = dist.get_world_size() / float(items)
+        for i, batch in enumerate(window):
+            with ddp_model.no_sync() if i < len(window) - 1 else contextlib.nullcontext():
+                (sum_cross_entropy(ddp_model, batch) * scale).backward()
+        optimizer.step()
+        optimizer.zero_grad()
+
+
+def _without_no_sync(ddp_model, optimizer, batches, accum_steps):
+    batches = list(batches)
+    for start in range(0, len(batches), accum_steps):
+        window = batches[start : start + accum_steps]
+        items = sum(count_items(b) for b in window)
+        for batch in window:
+            (sum_cross_entropy(ddp_model, batch) / items).backward()
+        optimizer.step()
+        optimizer.zero_grad()
+
+
+def _sync_on_multiples_only(ddp_model, optimizer, batches, accum_steps):
+    """Syncs when (i + 1) % N == 0: the short last window never all-reduces (ranks would drift apart)."""
+    batches = list(batches)
+    for i, batch in enumerate(batches):
+        first = i - i % accum_steps
+        items = sum(count_items(b) for b in batches[first : first + accum_steps])
+        sync = (i + 1) % accum_steps == 0
+        with contextlib.nullcontext() if sync else ddp_model.no_sync():
+            (sum_cross_entropy(ddp_model, batch) / items).backward()
+        if sync or i == len(batches) - 1:
+            optimizer.step()
+            optimizer.zero_grad()
+
+
+def _mean_over_accum_steps(ddp_model, optimizer, batches, accum_steps):
+    batches = list(batches)
+    for start in range(0, len(batches), accum_steps):
+        window = batches[start : start + accum_steps]
+        for i, (x, y) in enumerate(window):
+            with ddp_model.no_sync() if i < len(window) - 1 else contextlib.nullcontext():
+                (F.cross_entropy(ddp_model(x), y) / accum_steps).backward()
+        optimizer.step()
+        optimizer.zero_grad()
+
+
+def _no_step(ddp_model, optimizer, batches, accum_steps):
+    for i, batch in enumerate(batches):
+        with ddp_model.no_sync() if (i + 1) % accum_steps else contextlib.nullcontext():
+            sum_cross_entropy(ddp_model, batch).backward()
+
+
+def test_checks_7_2_and_7_3_pass_the_answer_and_fail_plausible_mistakes(capsys):
+    lesson07.check_allreduces_per_window(_train_epoch_ddp)
+    lesson07.check_epoch_weights(_train_epoch_ddp)
+    assert capsys.readouterr().out == "Exercise 7.2: correct\nExercise 7.3: correct\n"
+    expected = {  # (7.2 passes, 7.3 passes)
+        _without_no_sync: (False, True),
+        _sync_on_multiples_only: (False, True),
+        _mean_over_accum_steps: (True, False),
+        _no_step: (False, False),
+    }
+    for wrong, (ok_72, ok_73) in expected.items():
+        lesson07.check_allreduces_per_window(wrong)
+        lesson07.check_epoch_weights(wrong)
+        lines = capsys.readouterr().out.splitlines()
+        assert lines[0].startswith("Exercise 7.2: correct" if ok_72 else "Exercise 7.2: incorrect - "), lines
+        assert lines[1].startswith("Exercise 7.3: correct" if ok_73 else "Exercise 7.3: incorrect - "), lines
+    assert not dist.is_initialized()  # the checks leave no process group behind

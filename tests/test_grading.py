@@ -1,0 +1,666 @@
+"""The classroom grader (gradacc.grading) on a fault corpus built here, against small reference notebooks built here.
+
+One ``grade`` call (module fixture) grades a whole class of faulty, hostile and correct submissions in parallel; each
+test asserts the rows it is about (status, points, per-check points, message) and that the correct submission in the
+same run still gets full points. The references are tiny (no torch) so each nbval run takes a few seconds. The last
+test grades the course's real solutions/ notebooks end to end.
+"""
+
+from __future__ import annotations
+
+import copy
+import csv
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import psutil
+import pytest
+from conftest import ROOT
+from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
+
+from gradacc.cli import main
+from gradacc.grading import (
+    STATUSES,
+    GradingError,
+    Settings,
+    discover,
+    grade,
+    load_hidden,
+    load_references,
+    match_solutions,
+    merge_submission,
+    read_submission,
+    same_output,
+)
+from gradacc.notebooks import check_cells, generate_exercise
+
+WEIGHTED = "def weighted_mean(values, weights):\n    ### BEGIN SOLUTION\n    return sum(v * w for v, w in zip(values, weights)) / sum(weights)\n    ### END SOLUTION\n"
+ACCUMULATED = "def accumulated_mean(chunks):\n    ### BEGIN SOLUTION\n    return sum(sum(c) for c in chunks) / sum(len(c) for c in chunks)\n    ### END SOLUTION\n"
+# Plausible wrong answers: ignore the weights; average the micro-batch means (wrong when their sizes differ).
+WRONG_WEIGHTED = "def weighted_mean(values, weights):\n    return sum(values) / len(values)\n"
+WRONG_ACCUMULATED = "def accumulated_mean(chunks):\n    return sum(sum(c) / len(c) for c in chunks) / len(chunks)\n"
+HIDDEN_01 = '''"""Hidden checks of 01_small (test copy): inputs drawn from GRADACC_SEED; print the student's results."""
+# ruff: noqa: F821
+import random
+
+rng = random.Random(GRADACC_SEED)
+
+# %% hidden 1.1
+values = [rng.uniform(-5, 5) for _ in range(7)]
+weights = [rng.uniform(0.1, 2) for _ in range(7)]
+print(f"{weighted_mean(values, weights):.6f}")
+
+# %% hidden 1.2
+chunks = [[rng.uniform(-1, 1) for _ in range(rng.randint(1, 5))] for _ in range(4)]
+print(f"{accumulated_mean(chunks):.6f}")
+'''
+SETTINGS = Settings(timeout=45, cell_timeout=4, memory_mib=1024, max_output_kib=1024, workers=2, seed=1234)
+
+
+def _check_cell(check: str, points: int, source: str, cell_id: str):
+    return new_code_cell(
+        source,
+        id=cell_id,
+        execution_count=1,
+        metadata={"tags": ["check", "nbval-check-output"], "gradacc": {"check": check, "points": points}},
+        outputs=[new_output("stream", name="stdout", text=f"Exercise {check}: correct\n")],
+    )
+
+
+def small_solution_01():
+    """A two-exercise reference: 1.1 (2 points, weighted mean), 1.2 (3 points, mean over micro-batches)."""
+    return new_notebook(
+        cells=[
+            new_markdown_cell("# 01 · Small", id="title"),
+            new_code_cell("import math", id="setup", execution_count=1),
+            new_code_cell(WEIGHTED, id="ex-1-1-solution", metadata={"tags": ["solution"]}),
+            _check_cell(
+                "1.1",
+                2,
+                "from gradacc.checks import close, run_check\n\n"
+                'ok = run_check("1.1", lambda: close("weighted_mean([1, 3], [1, 3])", weighted_mean([1, 3], [1, 3]), 2.5, 1e-9))',
+                "ex-1-1-check",
+            ),
+            new_code_cell(ACCUMULATED, id="ex-1-2-solution", metadata={"tags": ["solution"]}),
+            _check_cell(
+                "1.2",
+                3,
+                'ok = run_check("1.2", lambda: close("accumulated_mean([[1, 2], [3]])", accumulated_mean([[1, 2], [3]]), 2.0, 1e-9))',
+                "ex-1-2-check",
+            ),
+        ],
+        metadata={"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}},
+    )
+
+
+def small_solution_02():
+    """A one-check reference without hidden checks."""
+    return new_notebook(
+        cells=[
+            new_markdown_cell("# 02 · Other", id="title"),
+            new_code_cell(
+                "def scale(loss, accum_steps):\n    ### BEGIN SOLUTION\n    return loss / accum_steps\n    ### END SOLUTION\n",
+                id="ex-2-1-solution",
+                metadata={"tags": ["solution"]},
+            ),
+            _check_cell(
+                "2.1",
+                1,
+                'from gradacc.checks import close, run_check\n\nok = run_check("2.1", lambda: close("scale(8.0, 4)", scale(8.0, 4), 2.0, 0))',
+                "ex-2-1-check",
+            ),
+        ],
+        metadata={"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}},
+    )
+
+
+def _answered(exercise, answers: dict[str, str]):
+    nb = copy.deepcopy(exercise)
+    for cell in nb.cells:
+        if cell.get("id") in answers:
+            cell.source = answers[cell.id]
+    return nb
+
+
+def _write(nb, path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    nbformat.write(nb, path)
+    return path
+
+
+def build_corpus(root: Path) -> tuple[Path, Path, Path]:
+    """Write references (solutions/, hidden/) and a class of submissions under ``root``; return the three folders."""
+    solutions, hidden, subs = root / "solutions", root / "hidden", root / "submissions"
+    _write(small_solution_01(), solutions / "01_small.ipynb")
+    _write(small_solution_02(), solutions / "02_small.ipynb")
+    hidden.mkdir()
+    (hidden / "01_small.py").write_text(HIDDEN_01)
+    ex1, ex2 = generate_exercise(small_solution_01()), generate_exercise(small_solution_02())
+    right = {"ex-1-1-solution": WEIGHTED, "ex-1-2-solution": ACCUMULATED}
+    n = "01_small.ipynb"
+
+    _write(_answered(ex1, right), subs / "alice" / n)  # correct, folder layout
+    _write(_answered(ex2, {"ex-2-1-solution": small_solution_02().cells[1].source}), subs / "alice" / "02_small.ipynb")
+    _write(ex1, subs / f"bob__{n}")  # unanswered, flat layout
+    (subs / "invalid_json").mkdir()
+    (subs / "invalid_json" / n).write_text('{"cells": [')
+    (subs / "empty").mkdir()
+    (subs / "empty" / n).write_bytes(b"")
+    (subs / "not_a_notebook").mkdir()
+    (subs / "not_a_notebook" / n).write_text(json.dumps({"title": "my essay", "text": "..."}))
+
+    nb = _answered(ex1, {"ex-1-1-solution": WEIGHTED, "ex-1-2-solution": WRONG_ACCUMULATED})
+    nb.cells = [c for c in nb.cells if "check" not in c.metadata.get("tags", [])]  # both check cells deleted
+    _write(nb, subs / "deleted_checks" / n)
+
+    nb = _answered(ex1, {"ex-1-1-solution": WRONG_WEIGHTED, "ex-1-2-solution": ACCUMULATED})
+    nb.cells[3].outputs[0]["text"] = (  # the stored output rewritten to what the wrong answer prints
+        "Exercise 1.1: incorrect - weighted_mean([1, 3], [1, 3]) = 2, expected 2.5 (tolerance 1e-09)\n"
+    )
+    _write(nb, subs / "edited_output" / n)
+
+    nb = _answered(ex1, {"ex-1-1-solution": WRONG_WEIGHTED, "ex-1-2-solution": WRONG_ACCUMULATED})
+    nb.cells[3].metadata.tags += ["nbval-skip", "raises-exception"]
+    nb.cells[3].source = "# NBVAL_SKIP\n" + nb.cells[3].source
+    nb.cells[5].metadata.tags = ["check", "nbval-ignore-output"]
+    nb.cells[5].source = "# NBVAL_IGNORE_OUTPUT\n" + nb.cells[5].source
+    _write(nb, subs / "markers" / n)
+
+    _write(_answered(ex1, {**right, "ex-1-1-solution": "# NBVAL_SKIP\n" + WEIGHTED}), subs / "marker_in_answer" / n)
+
+    nb = _answered(ex1, right)
+    for cell in nb.cells:
+        cell.metadata = {}
+    _write(nb, subs / "stripped_metadata" / "01_small (1).ipynb")  # also a renamed download
+
+    raw = json.loads(nbformat.writes(_answered(ex1, {**right, "ex-1-2-solution": WRONG_ACCUMULATED})))
+    raw["nbformat_minor"] = 4
+    for cell in raw["cells"]:
+        cell.pop("id")
+        cell["metadata"] = {}
+    scratch = {
+        "cell_type": "code",
+        "metadata": {},
+        "outputs": [],
+        "execution_count": None,
+        "source": "print('scratch')",
+    }
+    raw["cells"].insert(3, scratch)
+    (subs / "stripped_ids").mkdir()
+    (subs / "stripped_ids" / n).write_text(json.dumps(raw))
+
+    loop = "def accumulated_mean(chunks):\n    while True:\n        pass\n"
+    _write(_answered(ex1, {**right, "ex-1-2-solution": loop}), subs / "infinite_loop" / n)
+    hang = (
+        "import signal, time\nsignal.signal(signal.SIGINT, signal.SIG_IGN)  # deaf to nbval's interrupt\n"
+        "while True:\n    print('.', flush=True)\n    time.sleep(1)\n"
+    )
+    _write(_answered(ex1, {**right, "ex-1-2-solution": hang}), subs / "hang" / n)
+    kill = "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)\n"
+    _write(_answered(ex1, {**right, "ex-1-2-solution": kill}), subs / "suicide" / n)
+    bomb = "hoard = []\nwhile True:\n    hoard.append(bytearray(64 * 2**20))\n"
+    _write(_answered(ex1, {**right, "ex-1-2-solution": bomb}), subs / "memory_bomb" / n)
+    flood = ACCUMULATED + "print('x' * 10_000_000)\n"
+    _write(_answered(ex1, {**right, "ex-1-2-solution": flood}), subs / "flood" / n)
+    pipe_flood = ACCUMULATED + (  # 10 MB past the kernel's streams, straight into the pipe the grader reads
+        "import os\n\nparent = f'/proc/{os.getppid()}'\nfor fd in os.listdir(f'{parent}/fd'):\n"
+        "    flags = int(open(f'{parent}/fdinfo/{fd}').read().split('flags:')[1].split()[0], 8)\n"
+        "    if os.readlink(f'{parent}/fd/{fd}').startswith('pipe:') and flags & 3 == 1:\n"
+        "        out = os.open(f'{parent}/fd/{fd}', os.O_WRONLY)\n"
+        "        for _ in range(10):\n            os.write(out, b'y' * 1_000_000)\n        break\n"
+    )
+    _write(_answered(ex1, {**right, "ex-1-2-solution": pipe_flood}), subs / "pipe_flood" / n)
+
+    _write(
+        _answered(ex2, {"ex-2-1-solution": "def scale(loss, accum_steps):\n    return loss / accum_steps\n"}),
+        subs / "dave" / n,
+    )  # the 02 exercise, saved under 01's name
+    _write(_answered(ex1, right), subs / "erin" / n)
+    _write(_answered(ex1, right), subs / f"erin__{n}")  # the same student twice
+    (subs / "frank").mkdir()
+    (subs / "frank" / "notes.txt").write_text("I did my best")
+    (subs / "README.md").write_text("class of 2026")
+    (subs / ".DS_Store").write_text("")
+
+    # Hostile answers that try to print the expected line themselves or to rewrite the check.
+    patch = (
+        "import gradacc.checks\n\ndef weighted_mean(values, weights):\n    return 0.0\n\n"
+        "gradacc.checks.run_check = lambda exercise, body: print(f'Exercise {exercise}: correct')\n"
+    )
+    _write(_answered(ex1, {"ex-1-1-solution": patch}), subs / "tamper_patch" / n)
+    silence = (
+        "import os, sys\n\ndef weighted_mean(values, weights):\n"
+        "    print('Exercise 1.1: correct', flush=True)\n    sys.stdout = open(os.devnull, 'w')  # hide the verdict\n"
+        "    return 0.0\n"
+    )
+    _write(_answered(ex1, {"ex-1-1-solution": silence}), subs / "tamper_print" / n)
+    steal = (
+        "import glob, json, re\n\ndef weighted_mean(values, weights):\n"
+        "    # look for expected outputs in any notebook the grader left within reach\n"
+        "    for path in glob.glob('*.ipynb') + glob.glob('../*/*.ipynb'):\n"
+        "        for cell in json.load(open(path))['cells']:\n"
+        "            for out in cell.get('outputs', []):\n"
+        "                numbers = re.findall(r'-?\\d+\\.\\d{6}', ''.join(out.get('text', '')))\n"
+        "                if numbers:\n"
+        "                    return float(numbers[0])\n"
+        "    return 2.5\n"
+    )
+    _write(_answered(ex1, {"ex-1-1-solution": steal}), subs / "tamper_read" / n)
+    return solutions, hidden, subs
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    return build_corpus(tmp_path_factory.mktemp("grading"))
+
+
+@pytest.fixture(scope="module")
+def book(corpus):
+    solutions, hidden, subs = corpus
+    return grade(subs, solutions, hidden=hidden, settings=SETTINGS, progress=False, log=lambda msg: None)
+
+
+def _row(book, student, exercise="01_small"):
+    return book.row(student, exercise)
+
+
+@pytest.mark.notebook
+def test_correct_submission_gets_full_points_in_the_same_run(book):
+    for student in ("alice", "marker_in_answer"):
+        row = _row(book, student)
+        assert (row.status, row.points, row.max_points, row.checks) == ("graded", 5, 5, {"1.1": 2, "1.2": 3}), row
+        assert row.flags == ""
+    assert (_row(book, "alice", "02_small").status, _row(book, "alice", "02_small").points) == ("graded", 1)
+    assert book.seed == 1234 and book.check_columns == ["1.1", "1.2", "2.1"]
+
+
+@pytest.mark.notebook
+def test_unanswered_and_wrong_answers_score_zero(book):
+    row = _row(book, "bob")
+    assert (row.status, row.points, row.checks) == ("graded", 0, {"1.1": 0, "1.2": 0})
+    assert "not answered yet" in row.message
+    row = _row(book, "bob", "02_small")
+    assert (row.status, row.points, row.max_points) == ("missing", 0, 1)
+
+
+@pytest.mark.parametrize(
+    "student, reason",
+    [
+        ("invalid_json", "not valid JSON"),
+        ("empty", "empty (0 bytes)"),
+        ("not_a_notebook", "not a Jupyter notebook"),
+    ],
+)
+@pytest.mark.notebook
+def test_unreadable_files_are_invalid_notebooks(book, student, reason):
+    row = _row(book, student)
+    assert (row.status, row.points, row.max_points) == ("invalid-notebook", 0, 5)
+    assert reason in row.message and row.seconds is None  # never executed
+
+
+@pytest.mark.notebook
+def test_the_submission_cannot_change_checks_outputs_or_markers(book):
+    # Deleted check cells: the reference's checks run anyway; 1.1 right (2), 1.2 wrong (0).
+    row = _row(book, "deleted_checks")
+    assert (row.status, row.points, row.checks) == ("graded", 2, {"1.1": 2, "1.2": 0})
+    # The stored output edited to what a wrong answer prints: still wrong.
+    row = _row(book, "edited_output")
+    assert (row.status, row.points, row.checks) == ("graded", 3, {"1.1": 0, "1.2": 3})
+    assert "weighted_mean([1, 3], [1, 3]) = 2, expected 2.5" in row.message
+    # NBVAL_SKIP / NBVAL_IGNORE_OUTPUT / raises-exception added to check cells (tags and comments): ignored.
+    row = _row(book, "markers")
+    assert (row.status, row.points) == ("graded", 0)
+    # A marker inside the answer is neutralized: the answer still runs (full points, asserted above).
+
+
+@pytest.mark.notebook
+def test_stripped_metadata_and_ids_fall_back_to_order(book):
+    row = _row(book, "stripped_metadata")  # no tags, no gradacc metadata; ids kept
+    assert (row.status, row.points) == ("graded", 5)
+    assert row.file.endswith("01_small (1).ipynb")
+    row = _row(book, "stripped_ids")  # nbformat 4.4 without ids, no tags, an extra scratch cell
+    assert (row.status, row.points, row.checks) == ("graded", 2, {"1.1": 2, "1.2": 0})
+    assert "by their position" in row.message
+
+
+@pytest.mark.notebook
+def test_infinite_loop_costs_only_its_checks(book):
+    row = _row(book, "infinite_loop")
+    assert (row.status, row.points, row.checks) == ("timeout", 2, {"1.1": 2, "1.2": 0}), row
+    assert "ran past 4 s" in row.message
+
+
+@pytest.mark.notebook
+def test_hang_that_ignores_interrupts_hits_the_notebook_timeout(book):
+    row = _row(book, "hang")
+    assert (row.status, row.points, row.checks) == ("timeout", 0, {"1.1": 0, "1.2": 0}), row
+    assert 45 <= row.seconds < 60
+    assert "did not finish within 45 s" in row.message and "solution:ex-1-2-solution" in row.message
+
+
+@pytest.mark.notebook
+def test_kernel_that_kills_itself_is_a_crash(book):
+    row = _row(book, "suicide")
+    assert (row.status, row.points, row.checks) == ("crashed", 2, {"1.1": 2, "1.2": 0}), row
+    assert "kernel died while running solution:ex-1-2-solution" in row.message
+    assert row.seconds < 30  # noticed at once, not after the cell timeout of every later cell
+
+
+@pytest.mark.notebook
+def test_memory_bomb_hits_the_memory_limit(book):
+    row = _row(book, "memory_bomb")
+    assert (row.status, row.points, row.checks) == ("memory-limit", 2, {"1.1": 2, "1.2": 0}), row
+    assert row.peak_mib < 1024 + 128, row  # RLIMIT_DATA of 1024 MiB held (resident size adds code pages)
+
+
+@pytest.mark.notebook
+def test_ten_megabytes_of_output_hit_the_output_cap(book):
+    row = _row(book, "flood")  # through the kernel's stdout (IOPub): the plugin stops the kernel
+    assert (row.status, row.points, row.checks) == ("output-limit", 2, {"1.1": 2, "1.2": 0}), row
+    assert "more than 1024 KiB of output (at solution:ex-1-2-solution)" in row.message
+    row = _row(book, "pipe_flood")  # straight into the grading process's pipe: read, capped, flagged
+    assert row.status == "output-limit" and row.points == 5, row
+    assert "9.5 MiB written straight into the grading process's pipe" in row.message
+
+
+@pytest.mark.notebook
+def test_wrong_exercise_duplicates_and_stray_files(book):
+    row = _row(book, "dave")
+    assert (row.status, row.points, row.max_points) == ("wrong-exercise", 0, 5)
+    assert "cell ids are those of 02_small" in row.message
+    assert _row(book, "dave", "02_small").status == "missing"
+    row = _row(book, "erin")
+    assert (row.status, row.points) == ("duplicate", 0)
+    assert "erin__01_small.ipynb" in row.message and "erin/01_small.ipynb" in row.message
+    assert _row(book, "frank", "notes").status == "unrecognized"
+    assert _row(book, "README", "README").status == "unrecognized"
+    assert not [r for r in book.rows if r.student == "README" and r.status == "missing"]
+
+
+@pytest.mark.notebook
+def test_tampering_with_the_kernel_earns_nothing(book):
+    for student, flag in (
+        ("tamper_patch", "gradacc.checks"),
+        ("tamper_print", "stdout/stderr"),
+        ("tamper_read", "notebook files"),
+    ):
+        row = _row(book, student)
+        assert (row.status, row.points, row.checks) == ("graded", 0, {"1.1": 0, "1.2": 0}), row
+        assert flag in row.flags
+    # The forged verdict did fool the visible check: only the hidden check (values, not verdicts) caught it.
+    for student in ("tamper_patch", "tamper_print"):
+        row = _row(book, student)
+        assert row.message.startswith("1.1: hidden check failed: your results differ from the reference solution's")
+        assert "passed the check in the notebook but not the grader's additional check" in row.feedback[0]
+
+
+@pytest.mark.notebook
+def test_every_submission_got_exactly_one_row(book, corpus):
+    keys = [(r.student, r.exercise) for r in book.rows]
+    assert len(keys) == len(set(keys))
+    students = {p.name for p in corpus[2].iterdir() if p.is_dir()} | {"bob", "README"}
+    assert {r.student for r in book.rows} == students
+    assert all(r.status in STATUSES for r in book.rows)
+    assert not [r for r in book.rows if r.status == "grader-error"]
+    for r in book.rows:
+        assert r.points == sum(r.checks.values()) <= r.max_points
+    # no kernel or grading process outlives its run (the hang, the loop and the flood included)
+    leftovers = [p.pid for p in psutil.process_iter(["cwd"]) if "gradacc-grade-" in (p.info["cwd"] or "")]
+    assert leftovers == []
+
+
+@pytest.mark.notebook
+def test_gradebook_csv_and_feedback(book, tmp_path):
+    book.write_csv(tmp_path / "gradebook.csv")
+    with (tmp_path / "gradebook.csv").open() as f:
+        rows = list(csv.DictReader(f))
+    assert list(rows[0])[:6] == ["student", "exercise", "points", "max_points", "status", "message"]
+    alice = next(r for r in rows if r["student"] == "alice" and r["exercise"] == "01_small")
+    assert (alice["points"], alice["max_points"], alice["check 1.1"], alice["check 1.2"], alice["check 2.1"]) == (
+        "5",
+        "5",
+        "2",
+        "3",
+        "",
+    )
+    written = book.write_feedback(tmp_path / "feedback")
+    assert len(written) == len({r.student for r in book.rows})
+    text = (tmp_path / "feedback" / "edited_output.md").read_text()
+    assert "Exercise 1.1 (0 / 2 points): failed" in text and "Exercise 1.2 (3 points): passed" in text
+    for path in written:  # never the hidden checks' code
+        body = path.read_text()
+        assert "rng.uniform" not in body and "GRADACC_SEED" not in body and "exec(compile" not in body, path
+
+
+@pytest.mark.notebook
+def test_cli_exit_codes(corpus, tmp_path, monkeypatch, capsys):
+    solutions, hidden, subs = corpus
+    one = tmp_path / "subs"
+    one.mkdir()
+    (one / "zoe__02_small.ipynb").write_text("not json")
+    _write(generate_exercise(small_solution_02()), one / "yan" / "02_small.ipynb")
+    out = tmp_path / "book.csv"
+    args = ["grade", str(one), "--reference", str(solutions), "--out", str(out), "--exercise", "02_small", "--quiet"]
+    # A real process: every submission got a row -> 0, even though nobody scored.
+    done = subprocess.run(
+        [sys.executable, "-m", "gradacc.cli", *args, "--feedback", str(tmp_path / "fb")],
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "2 rows (1 graded, 1 invalid-notebook)" in done.stdout
+    assert f"hidden checks: {hidden.resolve()}" in done.stderr  # found next to the reference folder
+    assert (tmp_path / "fb" / "zoe.md").exists() and (tmp_path / "fb" / "yan.md").exists()
+    with out.open() as f:
+        assert [(r["student"], r["status"], r["points"]) for r in csv.DictReader(f)] == [
+            ("yan", "graded", "0"),
+            ("zoe", "invalid-notebook", "0"),
+        ]
+    # The grader cannot run -> 2.
+    assert main([*args[:3], str(tmp_path / "nowhere"), *args[4:]]) == 2
+    assert "no reference notebooks" in capsys.readouterr().err
+
+    # The grader fails on one file (a bug): that file still gets a row, and the exit code says so -> 1.
+    def broken(*a, **k):
+        raise RuntimeError("simulated grader bug")
+
+    monkeypatch.setattr("gradacc.grading._run_merged", broken)
+    assert main(args) == 1
+    with out.open() as f:
+        rows = {r["student"]: r for r in csv.DictReader(f)}
+    assert rows["yan"]["status"] == "grader-error" and "simulated grader bug" in rows["yan"]["message"]
+    assert rows["zoe"]["status"] == "invalid-notebook"
+
+
+# ------------------------------------------------------------------------------------------ units (no notebook runs)
+def test_read_submission_reports_what_is_wrong(tmp_path):
+    cases = {
+        "empty": (b"", "empty"),
+        "bad": (b"{", "not valid JSON"),
+        "bin": (b"\x89PNG\r\n\x1a\n\xff", "not UTF-8"),
+        "list": (b"[1, 2]", "not a Jupyter notebook"),
+        "cell": (b'{"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": [{"source": "x"}]}', "cell 0"),
+    }
+    for name, (data, reason) in cases.items():
+        (tmp_path / name).write_bytes(data)
+        nb, ids, problem = read_submission(tmp_path / name)
+        assert nb is None and reason in problem, (name, problem)
+    _write(small_solution_01(), tmp_path / "ok.ipynb")
+    nb, ids, problem = read_submission(tmp_path / "ok.ipynb")
+    assert problem == "" and ids[2] == "ex-1-1-solution"
+
+
+def test_matching_by_id_by_tag_and_by_alignment(tmp_path):
+    solutions = tmp_path / "solutions"
+    _write(small_solution_01(), solutions / "01_small.ipynb")
+    ref = load_references(solutions)["01_small"]
+    ex = generate_exercise(small_solution_01())
+    answered = _answered(ex, {"ex-1-1-solution": "A = 1", "ex-1-2-solution": "B = 2"})
+    ids = [c.id for c in answered.cells]
+    assert match_solutions(ref, answered, ids) == ({"ex-1-1-solution": "A = 1", "ex-1-2-solution": "B = 2"}, [])
+    partial = copy.deepcopy(answered)
+    del partial.cells[4]
+    sources, notes = match_solutions(ref, partial, [c.id for c in partial.cells])
+    assert sources == {"ex-1-1-solution": "A = 1"} and "ex-1-2-solution is not in your notebook" in notes[0]
+    # no ids: by the 'solution' tag in order
+    sources, notes = match_solutions(ref, answered, [None] * len(ids))
+    assert sources == {"ex-1-1-solution": "A = 1", "ex-1-2-solution": "B = 2"} and "'solution' tag" in notes[0]
+    # no ids, no tags, an extra cell after 1.1's answer and 1.2's check edited: alignment on unchanged cells
+    bare = copy.deepcopy(answered)
+    for cell in bare.cells:
+        cell.metadata = {}
+    bare.cells.insert(3, new_code_cell("A = A + 10  # my own cell"))
+    bare.cells[6].source += "\n# edited"
+    sources, notes = match_solutions(ref, bare, [None] * len(bare.cells))
+    assert sources == {"ex-1-1-solution": "A = 1\n\nA = A + 10  # my own cell", "ex-1-2-solution": "B = 2"}, sources
+
+
+def test_merge_uses_only_the_reference_and_neutralizes_markers(tmp_path):
+    solutions, hidden = tmp_path / "solutions", tmp_path / "hidden"
+    _write(small_solution_01(), solutions / "01_small.ipynb")
+    hidden.mkdir()
+    (hidden / "01_small.py").write_text(HIDDEN_01)
+    ref = load_references(solutions, hidden)["01_small"]
+    merged, layout = merge_submission(ref, {"ex-1-1-solution": "# NBVAL_SKIP\nx = 1"}, seed=7)
+    assert [c.get("id") for c in merged.cells] == [
+        "title",
+        "setup",
+        "ex-1-1-solution",
+        "ex-1-1-check",
+        "gradacc-hidden-1-1-0",
+        "ex-1-2-solution",
+        "ex-1-2-check",
+        "gradacc-hidden-1-2-0",
+    ]
+    assert merged.cells[2].source == "# NBVAL_SKIP  (ignored by the grader)\nx = 1"
+    assert "raise NotImplementedError()" in merged.cells[5].source  # a missing answer runs as the exercise
+    assert merged.cells[3].outputs[0]["text"] == "Exercise 1.1: correct\n"
+    assert "GRADACC_SEED=7" in merged.cells[4].source
+    assert layout == {
+        "solution:ex-1-1-solution": 1,
+        "check:1.1": 2,
+        "hidden:1.1:0": 3,
+        "solution:ex-1-2-solution": 4,
+        "check:1.2": 5,
+        "hidden:1.2:0": 6,
+    }
+    # the hidden code runs in a copy of the namespace: its names do not leak into the student's
+    namespace = {"weighted_mean": lambda v, w: 1.0}
+    exec(merged.cells[4].source, namespace)  # noqa: S102 - the cell as the kernel runs it
+    assert "values" not in namespace and "rng" not in namespace
+
+
+def test_hidden_file_errors(tmp_path):
+    (tmp_path / "a.py").write_text("x = 1\n")
+    with pytest.raises(GradingError, match="no '# %% hidden X.Y' block"):
+        load_hidden(tmp_path / "a.py")
+    (tmp_path / "b.py").write_text("# %% hidden 1.1\n\n# %% hidden 1.2\nprint(1)\n")
+    with pytest.raises(GradingError, match="hidden 1.1' is empty"):
+        load_hidden(tmp_path / "b.py")
+    solutions = tmp_path / "solutions"
+    _write(small_solution_01(), solutions / "01_small.ipynb")
+    (tmp_path / "hidden").mkdir()
+    (tmp_path / "hidden" / "01_small.py").write_text("# %% hidden 9.9\nprint(1)\n")
+    with pytest.raises(GradingError, match=r"hidden checks for \['9.9'\]"):
+        load_references(solutions, tmp_path / "hidden")
+    with pytest.raises(ValueError, match="workers must be > 0, got 0"):
+        Settings(workers=0)
+
+
+def test_discover_both_layouts(tmp_path):
+    (tmp_path / "ann" / "sub" / ".ipynb_checkpoints").mkdir(parents=True)
+    (tmp_path / "ann" / "sub" / "01_small.ipynb").write_text("{}")
+    (tmp_path / "ann" / "sub" / ".ipynb_checkpoints" / "01_small-checkpoint.ipynb").write_text("{}")
+    (tmp_path / "ann" / "02_small-Copy1.ipynb").write_text("{}")
+    (tmp_path / "ben__01_small.ipynb").write_text("{}")
+    (tmp_path / "loose.ipynb").write_text("{}")
+    found = {
+        (f.student, f.exercise, f.recognized, f.real_student) for f in discover(tmp_path, ["01_small", "02_small"])
+    }
+    assert found == {
+        ("ann", "01_small", True, True),
+        ("ann", "02_small", True, True),
+        ("ben", "01_small", True, True),
+        ("loose", "loose", False, False),
+    }
+
+
+# ---------------------------------------------------------------------------------------- the course's real exercises
+@pytest.mark.notebook
+def test_grades_a_real_exercise_end_to_end(tmp_path: Path):
+    """A real exercise with the course's hidden checks: answered (full points), unanswered (0), and answered wrongly
+    by code that also rebinds the check functions so every visible check prints ``correct`` (0: the hidden checks)."""
+    path = ROOT / "solutions" / "01_theory.ipynb"
+    assert path.exists(), "solutions/01_theory.ipynb is missing: this end-to-end test needs it"
+    assert (ROOT / "hidden" / "01_theory.py").exists(), "hidden/01_theory.py is missing"
+    exercise = nbformat.read(ROOT / "exercises" / path.name, as_version=4)
+    reference = nbformat.read(path, as_version=4)
+    answers = {c.id: c.source for c in reference.cells if "solution" in c.metadata.get("tags", [])}
+    _write(_answered(exercise, answers), tmp_path / "subs" / "good" / path.name)
+    _write(exercise, tmp_path / "subs" / "blank" / path.name)
+    forged = {
+        sid: exercise.cells[i].source.replace("raise NotImplementedError()", "pass")
+        for i, c in enumerate(exercise.cells)
+        if (sid := c.get("id")) in answers
+    }
+    first = next(iter(forged))
+    for check in check_cells(reference):
+        name = re.match(r"\s*(\w+)\(", reference.cells[check["index"]].source).group(1)
+        forged[first] += f"\n{name} = lambda *args: print('Exercise {check['check']}: correct')\n"
+    _write(_answered(exercise, forged), tmp_path / "subs" / "forger" / path.name)
+    book = grade(
+        tmp_path / "subs",
+        path,
+        hidden=ROOT / "hidden",
+        settings=Settings(workers=2, cell_timeout=120, timeout=240),
+        progress=False,
+        log=lambda msg: None,
+    )
+    good, blank, forger = (book.row(s, path.stem) for s in ("good", "blank", "forger"))
+    assert (good.status, good.points) == ("graded", good.max_points) and good.max_points > 0, good
+    assert (blank.status, blank.points) == ("graded", 0), blank
+    assert "not answered yet" in blank.message
+    assert (forger.status, forger.points) == ("graded", 0), forger
+    assert forger.message.count("hidden check failed") == len(good.checks) and "check names" in forger.flags
+
+
+def test_hidden_outputs_compare_within_the_last_printed_digit():
+    assert same_output("loss 0.12344 grads 3/-1.5e-03\n", "loss 0.12345 grads 3/-1.4e-03\n")
+    assert not same_output("loss 0.12347\n", "loss 0.12345\n")  # two units off: a different answer
+    assert not same_output("count 35\n", "count 36\n")  # integers exactly
+    assert not same_output("", "loss 0.12345\n") and not same_output("loss nan\n", "loss 0.12345\n")
+
+
+def test_readme_documents_every_status_and_the_hidden_format():
+    readme = (ROOT / "README.md").read_text()
+    section = readme.split("## Instructor's guide", 1)[1].split("\n## ", 1)[0]
+    for status in STATUSES:
+        assert f"| `{status}` |" in section, status
+    assert "# %% hidden 2.1" in section and "gradacc grade submissions/" in section
+    for path in sorted((ROOT / "hidden").glob("*.py")):  # every shipped hidden-checks file fits its reference
+        reference = nbformat.read(ROOT / "solutions" / f"{path.stem}.ipynb", as_version=4)
+        assert set(load_hidden(path)[1]) <= {str(c["check"]) for c in check_cells(reference)}, path
+
+
+def test_a_tampered_capture_file_cannot_crash_the_grader():
+    from gradacc.grading import _clean_capture
+
+    cleaned = _clean_capture({"cells": {"check:1.1": 5, "hidden:1.1:0": {"error": "x"}}, "events": [1, {"kind": 3}]})
+    assert cleaned["cells"]["check:1.1"] == {"stdout": "", "stderr": "", "error": None}
+    assert cleaned["events"] == [{"kind": "3", "cell": "None", "detail": ""}] and cleaned["started"] == []
+    assert _clean_capture([1, 2]) == {"cells": {}, "events": [], "started": []}
+
+
+def test_a_reference_without_stored_check_outputs_is_refused(tmp_path):
+    nb = small_solution_01()
+    nb.cells[3].outputs = []
+    _write(nb, tmp_path / "solutions" / "01_small.ipynb")
+    _write(small_solution_02(), tmp_path / "solutions" / "02_small.ipynb")
+    with pytest.raises(GradingError, match=r"check cells \['ex-1-1-check'\] have no stored output"):
+        load_references(tmp_path / "solutions")
+    assert list(load_references(tmp_path / "solutions", exercises=["02_small"])) == ["01_small", "02_small"]

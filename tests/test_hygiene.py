@@ -1,0 +1,97 @@
+"""Repository hygiene: ruff over code and notebooks, committed notebooks clean and small.
+
+A committed notebook is clean when it is exactly what ``gradacc execute`` / ``gradacc exercises`` write: no widget state,
+no per-cell execution metadata, kernel metadata normalized (``gradacc.notebooks.clean_notebook``), valid nbformat, and
+serialized the way nbformat writes it. Lessons keep their outputs (learners read them on GitHub), so outputs are checked
+too: no figure over 200 KiB, no error output outside cells tagged ``raises-exception``, and no path of the machine that
+ran them (a warning or traceback printed by the maintainer's environment).
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+from conftest import ROOT
+
+from gradacc.notebooks import clean_notebook
+
+NOTEBOOKS = sorted(
+    p
+    for folder in ("lessons", "solutions", "exercises")
+    for p in (ROOT / folder).glob("*.ipynb")
+    if not p.name.startswith(".")
+)
+FIGURE_LIMIT = 200 * 1024  # bytes of one decoded image
+NOTEBOOK_LIMIT = 2 * 2**20  # bytes of one .ipynb file
+IMAGE_TYPES = ("image/png", "image/jpeg", "image/gif", "image/svg+xml")
+
+
+def _ruff(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "ruff", *args], cwd=ROOT, capture_output=True, text=True)
+
+
+def test_ruff_lints_code_and_notebooks():
+    proc = _ruff("check", "--no-cache", "--output-format", "concise", ".")
+    assert proc.returncode == 0, (
+        f"`ruff check .` found problems (fix them; `ruff check --fix` does some):\n{proc.stdout}"
+    )
+    # the configuration really covers notebooks: ruff lists .ipynb files among those it checks
+    listed = _ruff("check", "--show-files", ".").stdout
+    assert all(str(p) in listed for p in NOTEBOOKS), "ruff does not lint every committed notebook"
+
+
+def test_python_code_is_ruff_formatted():
+    proc = _ruff("format", "--check", "--no-cache", "--extend-exclude", "*.ipynb", ".")
+    assert proc.returncode == 0, f"run `ruff format` on these files:\n{proc.stdout}"
+
+
+def test_test_outputs_are_ignored_by_git():
+    proc = subprocess.run(
+        ["git", "check-ignore", "test-artifacts/browser.png", "build/test-cache/x", ".venv/x"],
+        cwd=ROOT, capture_output=True, text=True,
+    )  # fmt: skip
+    assert proc.stdout.split() == ["test-artifacts/browser.png", "build/test-cache/x", ".venv/x"], proc.stderr
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_notebook_is_clean(path: Path):
+    text = path.read_text(encoding="utf-8")
+    nb = nbformat.reads(text, as_version=4)
+    nbformat.validate(nb)
+    assert "widgets" not in nb.metadata, "widget state saved in the notebook: re-save it with `gradacc execute`"
+    cleaned = clean_notebook(copy.deepcopy(nb))
+    for cell, clean in zip(nb.cells, cleaned.cells, strict=True):
+        assert cell.metadata == clean.metadata, (
+            f"cell {cell.get('id')}: execution metadata {set(cell.metadata) - set(clean.metadata)}"
+        )
+    assert nb.metadata == cleaned.metadata, "kernel/language metadata not normalized: re-save it with `gradacc execute`"
+    assert text == nbformat.writes(nb) + "\n", "not serialized as nbformat writes it: re-save it with `gradacc execute`"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_notebook_outputs_are_small_and_free_of_noise(path: Path):
+    size = path.stat().st_size
+    assert size <= NOTEBOOK_LIMIT, f"{path.name} is {size / 2**20:.1f} MiB (limit {NOTEBOOK_LIMIT / 2**20:.0f} MiB)"
+    nb = nbformat.read(path, as_version=4)
+    for cell in nb.cells:
+        where = f"cell {cell.get('id')}"
+        tags = cell.get("metadata", {}).get("tags", [])
+        for output in cell.get("outputs", []):
+            if output.output_type == "error":
+                assert "raises-exception" in tags, f"{where}: error output {output.ename}: {output.evalue}"
+            for mime in IMAGE_TYPES:
+                data = output.get("data", {}).get(mime)
+                if data is None:
+                    continue
+                raw = data.encode() if mime == "image/svg+xml" else base64.b64decode("".join(data))
+                assert len(raw) <= FIGURE_LIMIT, f"{where}: {mime} of {len(raw) / 1024:.0f} KiB (limit 200 KiB)"
+            assert "application/vnd.jupyter.widget-state+json" not in output.get("data", {}), f"{where}: widget state"
+            shown = str(output.get("text", "")) + str(output.get("data", {}).get("text/plain", ""))
+            shown += "".join(output.get("traceback", []))
+            assert str(ROOT) not in shown, f"{where}: output shows a path of this machine ({ROOT}): {shown[:300]}"

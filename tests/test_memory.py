@@ -1,0 +1,382 @@
+"""Unit tests of gradacc.memory: the measuring paths agree, the predictor is within 10 %, bad input is refused."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from gradacc.memory import (
+    CATEGORIES,
+    MIB,
+    LiveStorageCounter,
+    MemoryProfile,
+    StepConfig,
+    check_budget,
+    check_divisible,
+    jax_compiled_memory,
+    make_optimizer,
+    measure_config,
+    measure_step,
+    predict_step,
+    profile_config,
+    smallest_fitting_accum_steps,
+)
+
+NS = (1, 2, 4, 8, 16)
+MLP = StepConfig(arch="mlp", width=256, depth=3, optimizer="adam", effective_batch_size=1024)
+TRANSFORMER = StepConfig(arch="transformer", width=32, depth=2, optimizer="adam", effective_batch_size=256)
+
+
+def _close(a: dict[str, float], b: dict[str, float], tol: float = 0.01) -> bool:
+    return all(abs(a[c] - b[c]) <= tol for c in CATEGORIES)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# The live-storage counter
+
+
+def test_live_storage_counter_counts_storages_once_and_frees_them():
+    counter = LiveStorageCounter()
+    with counter:
+        a = torch.ones(1024)  # 4 KiB
+        view = a[:10]  # a view: same storage, not counted again
+        b = torch.ones(2048)  # 8 KiB
+        assert counter.current_bytes == 3 * 4096
+        del a, view, b
+        c = torch.zeros(256)  # 1 KiB
+    assert counter.peak_bytes == 3 * 4096
+    assert counter.current_bytes == 1024
+    assert counter.peak["activations"] == 3 * 4096
+    del c
+    assert counter.current_bytes == 0
+
+
+def test_live_storage_counter_files_gradients_and_optimizer_state():
+    model = torch.nn.Linear(256, 256)  # 65,792 parameters
+    optimizer = torch.optim.Adam(model.parameters())
+    counter = LiveStorageCounter().track(model, optimizer)
+    n_bytes = 65_792 * 4
+    assert counter.current["parameters"] == n_bytes
+    with counter:
+        model(torch.ones(4, 256)).sum().backward()
+        optimizer.step()
+    counter.remove_hooks()
+    assert counter.current["gradients"] == n_bytes
+    assert counter.current["optimizer_state"] == 2 * n_bytes + 2 * 4  # exp_avg, exp_avg_sq and a float32 step each
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# The three measuring paths
+
+
+@pytest.mark.parametrize("config", [MLP.with_(effective_batch_size=256), TRANSFORMER], ids=["mlp", "transformer"])
+@pytest.mark.parametrize("accum_steps", [1, 4])
+def test_memtracker_and_live_storage_counter_agree(config, accum_steps):
+    tracker = measure_config(config, accum_steps, method="tracker", device="cpu")
+    storages = measure_config(config, accum_steps, method="storages", device="cpu")
+    assert tracker.method == "tracker" and storages.method == "storages"
+    assert abs(tracker.peak_mib - storages.peak_mib) <= 0.01, (tracker.peak_mib, storages.peak_mib)
+    assert _close(tracker.breakdown_mib, storages.breakdown_mib), (tracker.breakdown_mib, storages.breakdown_mib)
+    assert abs(tracker.activations_mib - storages.activations_mib) <= 0.01
+    assert tracker.peak_mib == pytest.approx(sum(tracker.breakdown_mib.values()))
+    assert tracker.activations_mib > 0
+
+
+def test_fake_tensors_count_exactly_what_real_tensors_allocate():
+    for accum_steps in (1, 8):
+        real = measure_config(MLP, accum_steps, method="storages", device="cpu")
+        fake = measure_config(MLP, accum_steps, fake=True)
+        assert fake.fake and not real.fake and fake.seconds_per_step is None
+        assert abs(real.peak_mib - fake.peak_mib) <= 0.01
+        assert _close(real.breakdown_mib, fake.breakdown_mib)
+
+
+def test_breakdown_counts_parameters_gradients_and_optimizer_state():
+    n_params = 64 * 256 + 256 + 2 * (256 * 256 + 256) + 256 * 10 + 10
+    for optimizer, state_tensors in (("sgd", 0), ("momentum", 1), ("adam", 2)):
+        result = measure_config(MLP.with_(optimizer=optimizer, effective_batch_size=64), 2, fake=True)
+        params = n_params * 4 / MIB
+        assert result["parameters"] == pytest.approx(params, abs=1e-9)
+        assert result["gradients"] == pytest.approx(params, abs=1e-9)  # N = 2: the whole buffer is there
+        # Adam's float32 ``step`` scalars (4 bytes per parameter tensor) are state too
+        extra = 8 * 4 / MIB if optimizer == "adam" else 0.0
+        assert result["optimizer_state"] == pytest.approx(state_tensors * params + extra, abs=1e-9)
+    bf16 = measure_config(MLP.with_(precision="bf16", effective_batch_size=64), 2, fake=True)
+    assert bf16["parameters"] == pytest.approx(n_params * 2 / MIB, abs=1e-9)
+
+
+def test_measure_step_times_untracked_steps_when_asked():
+    model, optimizer = MLP.build()
+    x, y = MLP.with_(effective_batch_size=64).batch()
+    result = measure_step(model, optimizer, x, y, 4, repeats=2)
+    assert result.seconds_per_step is not None and result.seconds_per_step > 0
+    assert result.micro_batch_size == 16 and result.effective_batch_size == 64
+    assert result.as_dict()["effective_batch_size"] == 64
+
+
+class _CountingAllocator:
+    """Stands in for the CUDA allocator on CPU: a real peak, from a live-storage counter, plus a fixed workspace."""
+
+    def __init__(self, workspace_mib: float = 0.0) -> None:
+        self.workspace = int(workspace_mib * MIB)
+        self.counter: LiveStorageCounter | None = None
+
+    def reset(self) -> None:
+        self.counter = LiveStorageCounter()
+        self.counter.__enter__()
+
+    def peak_bytes(self) -> int:
+        self.counter.__exit__(None, None, None)
+        return self.counter.peak_bytes + self.workspace
+
+
+def test_cuda_path_logic_on_cpu_with_the_device_calls_replaced():
+    config = MLP.with_(effective_batch_size=256)
+    tracker = measure_config(config, 4, method="tracker", device="cpu")
+    for workspace in (0.0, 3.0):
+        model, optimizer = config.build()
+        x, y = config.batch()
+        cuda = measure_step(model, optimizer, x, y, 4, method="cuda", allocator=_CountingAllocator(workspace))
+        assert cuda.method == "cuda"
+        # the counter started before the tracked tensors were registered, so it saw only what the step allocated:
+        # its peak is at most the tracker's; the breakdown is the tracker's, 'other' takes any excess of the allocator
+        for category in ("parameters", "gradients", "optimizer_state", "activations", "temporaries"):
+            assert cuda[category] == pytest.approx(tracker[category], abs=0.01)
+        assert cuda.peak_mib == pytest.approx(sum(cuda.breakdown_mib.values()), abs=1e-6)
+        assert cuda.peak_mib >= tracker.peak_mib - 0.01
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (the CPU test above drives this path)")
+def test_cuda_allocator_on_a_gpu():
+    result = measure_config(MLP, 4, device="cuda")
+    tracker = measure_config(MLP, 4, method="tracker", device="cuda")
+    assert result.method == "cuda"
+    assert result.peak_mib >= tracker.peak_mib - 0.01
+    assert result.peak_mib <= 1.10 * tracker.peak_mib + 1.0
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# The predictor
+
+
+@pytest.mark.parametrize(
+    ("config", "method"),
+    # the transformer runs ~4x more operations per micro-step; the storage counter (which agrees with the tracker,
+    # see above) measures it at half the tracker's overhead
+    [(MLP, "tracker"), (TRANSFORMER, "storages")],
+    ids=["mlp", "transformer"],
+)
+def test_predicted_peak_within_10_percent_of_measured(config, method):
+    profile = profile_config(config)
+    errors = []
+    for n in NS:
+        measured = measure_config(config, n, method=method, device="cpu")
+        predicted = predict_step(profile, config.effective_batch_size, n)
+        errors.append(abs(predicted.peak_mib - measured.peak_mib) / measured.peak_mib)
+        assert abs(predicted.activations_mib - measured.activations_mib) <= 0.1 * measured.activations_mib
+    assert max(errors) <= 0.10, errors
+
+
+def test_regimes_activation_dominated_flat_and_sgd_rising():
+    def peaks(config):
+        profile = profile_config(config, fake=True)
+        return [predict_step(profile, config.effective_batch_size, n).peak_mib for n in NS]
+
+    # the lesson's default setup: activations dominate at N = 1, the peak falls with N
+    default = measure_config(StepConfig(), 1, fake=True)
+    persistent = default["parameters"] + default["gradients"] + default["optimizer_state"]
+    assert default["activations"] + default["temporaries"] > 2 * persistent
+    big = peaks(StepConfig())
+    assert big[3] <= 0.6 * big[0]
+    # a small effective batch with Adam: the peak sits in optimizer.step(), flat in N
+    flat = peaks(StepConfig(effective_batch_size=128))
+    assert max(flat) / min(flat) <= 1.01, flat
+    # with SGD the gradient buffer that N >= 2 keeps during the backward pass makes the peak rise
+    sgd = peaks(StepConfig(effective_batch_size=128, optimizer="sgd"))
+    assert all(p > 1.05 * sgd[0] for p in sgd[1:]), sgd
+    # and the predictor agrees with measurements on those regimes too
+    for config in (StepConfig(effective_batch_size=128), StepConfig(effective_batch_size=128, optimizer="sgd")):
+        measured = measure_config(config, 2, method="storages", device="cpu").peak_mib
+        assert abs(peaks(config)[1] - measured) <= 0.1 * measured
+
+
+def test_analytic_profile_formula():
+    profile = MemoryProfile.analytic(1_000_000, optimizer="adam", activation_mib_per_sample=0.01)
+    params = 4e6 / MIB
+    n1 = predict_step(profile, 1024, 1)
+    assert n1.peak_mib == pytest.approx(params + 2 * params + 0.01 * 1024)  # no gradient buffer yet at N = 1
+    n4 = predict_step(profile, 1024, 4)
+    assert n4.peak_mib == pytest.approx(4 * params + 0.01 * 256)
+    assert n4["activations"] == pytest.approx(2.56)
+    sgd = MemoryProfile.analytic(1_000_000, optimizer="sgd", precision="bf16", activation_mib_per_sample=0.0)
+    assert predict_step(sgd, 8, 2).peak_mib == pytest.approx(2 * 2e6 / MIB)
+
+
+def test_smallest_fitting_accum_steps():
+    profile = MemoryProfile.analytic(1_000_000, optimizer="adam", activation_mib_per_sample=0.01)
+    params = 4e6 / MIB
+    budget = 4 * params + 0.01 * 128 + 1e-6  # fits once the micro-batch is 128
+    assert smallest_fitting_accum_steps(profile, budget, effective_batch_size=1024) == 8
+    assert smallest_fitting_accum_steps(profile, 3.0 * params, effective_batch_size=1024) is None
+    # candidates that do not divide the effective batch are skipped
+    assert smallest_fitting_accum_steps(profile, budget, (3, 8), effective_batch_size=1024) == 8
+    assert smallest_fitting_accum_steps(lambda n: 100 / n, 30) == 4
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Bad input
+
+
+def test_bad_input_raises_value_errors_naming_the_value():
+    with pytest.raises(ValueError, match=r"effective_batch_size=100 is not divisible by accum_steps=8"):
+        check_divisible(100, 8)
+    assert check_divisible(96, 8) == 12
+    with pytest.raises(ValueError, match="accum_steps must be >= 1, got 0"):
+        check_divisible(64, 0)
+    with pytest.raises(ValueError, match="accum_steps must be >= 1, got -2"):
+        predict_step(MemoryProfile.analytic(10, activation_mib_per_sample=0.0), 64, -2)
+    with pytest.raises(ValueError, match=r"budget_mib must be a positive number of MiB, got -5"):
+        check_budget(-5)
+    with pytest.raises(ValueError, match="budget_mib"):
+        smallest_fitting_accum_steps(lambda n: 1.0, 0)
+    with pytest.raises(ValueError, match=r"unknown optimizer 'adagrad'; use one of \['sgd', 'momentum', 'adam'\]"):
+        make_optimizer("adagrad", torch.nn.Linear(2, 2).parameters())
+    with pytest.raises(ValueError, match="unknown optimizer 'rmsprop'"):
+        StepConfig(optimizer="rmsprop")
+    with pytest.raises(ValueError, match="unknown precision 'fp8'"):
+        StepConfig(precision="fp8")
+    with pytest.raises(ValueError, match="width must be an int >= 1, got 0"):
+        StepConfig(width=0)
+    with pytest.raises(ValueError, match="unknown method 'gpu'"):
+        measure_config(MLP, 1, method="gpu")
+    with pytest.raises(ValueError, match="method='cuda' needs a model on a CUDA device"):
+        model, optimizer = MLP.build("cpu")
+        x, y = MLP.with_(effective_batch_size=8).batch()
+        measure_step(model, optimizer, x, y, 2, method="cuda")
+    with pytest.raises(ValueError, match="effective_batch_size=1024 is not divisible by accum_steps=3"):
+        measure_config(MLP, 3)
+    assert make_optimizer("ADAM", torch.nn.Linear(2, 2).parameters()).__class__ is torch.optim.Adam
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# JAX
+
+
+def test_jax_compiled_memory_counts_arguments_and_outputs():
+    jnp = pytest.importorskip("jax.numpy")
+    x = jnp.ones((512, 256), jnp.float32)  # 0.5 MiB
+    mem = jax_compiled_memory(lambda a: a * 2.0, x)
+    assert mem["argument_mib"] == pytest.approx(0.5)
+    assert mem["output_mib"] == pytest.approx(0.5)
+    assert mem["total_mib"] == pytest.approx(
+        mem["argument_mib"] + mem["output_mib"] - mem["alias_mib"] + mem["temp_mib"]
+    )
+    donated = jax_compiled_memory(lambda a: a * 2.0, x, donate_argnums=(0,))
+    assert donated["alias_mib"] == pytest.approx(0.5)
+    assert donated["total_mib"] == pytest.approx(0.5 + donated["temp_mib"])
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# The checks of lesson 03's exercises: they pass the right answers and fail plausible wrong ones
+
+
+def _activation(per_sample, effective, n):
+    if n < 1 or effective % n:
+        raise ValueError(f"effective batch {effective} is not divisible by accum_steps={n}")
+    return per_sample * effective / n
+
+
+def _smallest(persistent, per_sample, effective, budget, candidates=(1, 2, 4, 8, 16, 32, 64)):
+    if budget <= 0:
+        raise ValueError(f"budget_mib must be > 0, got {budget}")
+    for n in sorted(candidates):
+        if effective % n == 0 and persistent + per_sample * effective / n <= budget:
+            return n
+    return None
+
+
+class _Counter(torch.utils._python_dispatch.TorchDispatchMode):
+    def __init__(self, count_views=False, free=True):
+        super().__init__()
+        self.current_bytes = self.peak_bytes = 0
+        self._seen: set[int] = set()
+        self.count_views, self.free = count_views, free
+
+    def _forget(self, key, nbytes):
+        self._seen.discard(key)
+        self.current_bytes -= nbytes
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        import weakref
+
+        out = func(*args, **(kwargs or {}))
+        for t in torch.utils._pytree.tree_leaves(out):
+            if isinstance(t, torch.Tensor):
+                storage = t.untyped_storage()
+                key = id(storage)
+                if self.count_views:  # wrong: counts the bytes of every output, views included
+                    self.current_bytes += t.numel() * t.element_size()
+                elif key not in self._seen:
+                    self._seen.add(key)
+                    self.current_bytes += storage.nbytes()
+                    if self.free:
+                        weakref.finalize(storage, self._forget, key, storage.nbytes())
+        self.peak_bytes = max(self.peak_bytes, self.current_bytes)
+        return out
+
+
+def _line(capsys, check, answer) -> str:
+    check(answer)
+    return capsys.readouterr().out.strip()
+
+
+def test_check_3_1_micro_batch_activation(capsys):
+    from gradacc.checks.lesson03 import check_micro_batch_activation_mib as check
+
+    assert _line(capsys, check, _activation) == "Exercise 3.1: correct"
+    forgot_n = _line(capsys, check, lambda p, e, n: _activation(p, e, n) * n)
+    assert forgot_n.startswith("Exercise 3.1: incorrect - micro_batch_activation_mib(0.0078125, 4096, 8) = 32")
+    no_error = _line(capsys, check, lambda p, e, n: p * e / max(n, 1))
+    assert no_error == (
+        "Exercise 3.1: incorrect - micro_batch_activation_mib(0.01, 100, 8) should raise ValueError "
+        "(the micro-batches cannot be equal)"
+    )
+
+
+def test_check_3_2_smallest_fitting_n(capsys):
+    from gradacc.checks.lesson03 import check_smallest_fitting_n as check
+
+    assert _line(capsys, check, _smallest) == "Exercise 3.2: correct"
+    strict = _line(
+        capsys, check, lambda p, a, e, b, candidates=(1, 2, 4, 8, 16, 32, 64): _smallest(p, a, e, b - 1e-9, candidates)
+    )
+    assert strict == "Exercise 3.2: incorrect - smallest_fitting_n(100.0, 0.5, 1024, 164.0) returned 16, expected 8"
+
+    def ignores_divisibility(p, a, e, b, candidates=(1, 2, 4, 8, 16, 32, 64)):
+        if b <= 0:
+            raise ValueError("budget")
+        return next((n for n in sorted(candidates) if p + a * e / n <= b), None)
+
+    assert _line(capsys, check, ignores_divisibility) == (
+        "Exercise 3.2: incorrect - smallest_fitting_n(10.0, 1.0, 96, 11.6) returned 64, expected None"
+    )
+    no_error = _line(
+        capsys,
+        check,
+        lambda p, a, e, b, candidates=(1, 2, 4, 8, 16, 32, 64): _smallest(p, a, e, abs(b) or 1, candidates),
+    )
+    assert no_error == "Exercise 3.2: incorrect - a budget of 0.0 MiB should raise ValueError"
+
+
+def test_check_3_3_peak_counter(capsys):
+    from gradacc.checks.lesson03 import check_peak_counter as check
+
+    assert _line(capsys, check, _Counter) == "Exercise 3.3: correct"
+    views = _line(capsys, check, lambda: _Counter(count_views=True))
+    assert views.startswith(
+        "Exercise 3.3: incorrect - after ones(1024), a view of it and ones(2048), current_bytes = 16376"
+    )
+    never_freed = _line(capsys, check, lambda: _Counter(free=False))
+    assert never_freed.startswith(
+        "Exercise 3.3: incorrect - after freeing those and allocating zeros(256), current_bytes = 13312"
+    )

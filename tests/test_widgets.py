@@ -1,0 +1,162 @@
+"""The memory explorer: cached redraws, the 'fits / smallest N' sentence, measuring behind the button, 7.7-safe API."""
+
+from __future__ import annotations
+
+import ast
+import inspect
+
+import pytest
+
+import gradacc.widgets as widgets
+from gradacc.memory import StepConfig, measure_config, profile_config
+from gradacc.widgets import ACCUM_OPTIONS, MemoryExplorer, fits_summary, format_mib
+
+DEFAULT = StepConfig()
+
+
+@pytest.fixture(scope="module")
+def cached():
+    """The lesson's default setup at N = 1 and 8, counted on fake tensors (the same numbers as real ones, see
+    test_memory.py), and its predictor profile."""
+    measured = [measure_config(DEFAULT, n, fake=True) for n in (1, 8)]
+    return measured, profile_config(DEFAULT, fake=True)
+
+
+@pytest.fixture
+def explorer(cached, monkeypatch):
+    measured, profile = cached
+    ex = MemoryExplorer(DEFAULT, 8, measurements=measured, profile=profile, capacity=("a 30 MiB budget", 30.0))
+    calls = []
+
+    def forbidden(*args, **kwargs):
+        calls.append(args)
+        raise AssertionError("a slider move must not measure")
+
+    monkeypatch.setattr(widgets, "measure_config", forbidden)
+    monkeypatch.setattr(widgets, "profile_config", forbidden)
+    ex.forbidden_calls = calls
+    return ex
+
+
+def test_controls_the_browser_test_relies_on(explorer):
+    assert "accumulation steps" in explorer.accum_slider.description
+    assert list(explorer.accum_slider.options) == list(ACCUM_OPTIONS) == [1, 2, 4, 8, 16, 32, 64]
+    assert "gradacc-fits" in explorer.sentence._dom_classes
+    assert "gradacc-figure" in explorer.figure._dom_classes
+    assert explorer.figure in explorer.widget.children and explorer.sentence in explorer.widget.children
+    assert explorer.png.startswith(b"\x89PNG")
+
+
+def test_slider_move_redraws_from_the_cache_and_changes_sentence_and_figure(explorer):
+    state = explorer.state()
+    assert state["accum_steps"] == 8 and state["source"] == "measured on fake tensors"
+    assert state["peak_mib"] == pytest.approx(19.64, abs=0.01)
+    assert state["fits"] is True and state["smallest_accum_steps"] == 4
+    png, sentence, redraws = explorer.png, explorer.sentence.value, state["redraws"]
+
+    explorer.accum_slider.value = 1
+    state = explorer.state()
+    assert state["redraws"] == redraws + 1 and explorer.forbidden_calls == []
+    assert state["peak_mib"] == pytest.approx(58.51, abs=0.01)
+    assert state["fits"] is False and state["smallest_accum_steps"] == 4
+    assert state["sentence"] == (
+        "N = 1 (micro-batch 4096): peak 58.5 MiB (measured on fake tensors), does not fit in a 30 MiB budget. "
+        "Smallest N that fits: 4."
+    )
+    assert explorer.sentence.value != sentence and explorer.png != png
+
+    explorer.accum_slider.value = 64  # not measured: the predictor's number
+    state = explorer.state()
+    assert state["source"] == "predicted" and state["fits"] is True
+    assert state["peak_mib"] == pytest.approx(15.64, abs=0.01)  # the optimizer step's peak
+    assert explorer.measure_runs == 0
+
+
+def test_capacity_and_model_controls(explorer):
+    explorer.capacity_dropdown.value = 1  # the first card preset: 16 GB
+    state = explorer.state()
+    assert state["capacity_mib"] == 16 * 1024 and state["smallest_accum_steps"] == 1
+    explorer.width_slider.value = 1024  # not measured yet: says so, does not measure
+    state = explorer.state()
+    assert state["source"] is None and state["peak_mib"] is None
+    assert "nothing measured yet" in state["sentence"] and "Press Measure" in state["sentence"]
+    assert explorer.forbidden_calls == []
+
+
+def test_measure_button_measures_behind_a_progress_bar(cached):
+    measured, profile = cached
+    ex = MemoryExplorer(DEFAULT, 4, measurements=measured, profile=profile)
+    # a model too large for this machine: probed and measured on fake tensors
+    ex.width_slider.value = 4096
+    ex.batch_slider.value = 65536
+    results = ex.measure(accum_steps=(1, 4))
+    assert [r.accum_steps for r in results] == [1, 4] and all(r.fake for r in results)
+    assert ex.progress.value == ex.progress.max == 3
+    state = ex.state()
+    assert state["source"] == "measured on fake tensors" and state["width"] == 4096
+    ex.accum_slider.value = 8
+    assert ex.state()["source"] == "predicted"
+    # a small one runs for real (the live-storage counter on CPU)
+    ex.width_slider.value, ex.batch_slider.value = 128, 256
+    real = ex.measure(accum_steps=(2,))
+    assert not real[0].fake and real[0].method in ("storages", "cuda")
+    ex.accum_slider.value = 2
+    assert ex.state()["source"] == "measured"
+
+
+def test_fits_summary_values_and_errors():
+    peaks = {1: 300.0, 2: 150.0, 4: 90.0, 8: 60.0}
+    out = fits_summary(peaks, 2, 100.0, "a 100 MiB card", micro_batch_size=64)
+    assert out == {
+        "fits": False,
+        "smallest_accum_steps": 4,
+        "text": "N = 2 (micro-batch 64): peak 150.0 MiB, does not fit in a 100 MiB card. Smallest N that fits: 4.",
+    }
+    none = fits_summary(peaks, 8, 50.0, persistent_mib=55.0)
+    assert none["smallest_accum_steps"] is None and none["fits"] is False
+    assert none["text"].endswith("No N up to 8 fits: parameters, gradients and optimizer state alone need 55.0 MiB.")
+    assert format_mib(2048.0) == "2.0 GiB" and format_mib(19.64) == "19.6 MiB"
+    with pytest.raises(ValueError, match="budget_mib must be a positive number of MiB, got -1"):
+        fits_summary(peaks, 2, -1)
+    with pytest.raises(ValueError, match="accum_steps=3 has no peak"):
+        fits_summary(peaks, 3, 100)
+
+
+def test_bad_explorer_arguments():
+    with pytest.raises(ValueError, match=r"accum_steps=3 is not one of the explorer's options"):
+        MemoryExplorer(DEFAULT, 3)
+    with pytest.raises(ValueError, match=r"width=300 is not one of the explorer's options"):
+        MemoryExplorer(DEFAULT.with_(width=300), 8)
+    with pytest.raises(ValueError, match="offers optimizers 'sgd' and 'adam', got 'momentum'"):
+        MemoryExplorer(DEFAULT.with_(optimizer="momentum"), 8)
+    with pytest.raises(ValueError, match="budget_mib must be a positive number"):
+        MemoryExplorer(DEFAULT, 8, capacity=("nothing", -5.0))
+
+
+# The controls ipywidgets 7.7.1 (Colab) has; tooltips and Stack/TagsInput etc. are 8-only.
+IPYWIDGETS_77 = {
+    "SelectionSlider",
+    "ToggleButtons",
+    "Dropdown",
+    "Button",
+    "IntProgress",
+    "HTML",
+    "Output",
+    "VBox",
+    "HBox",
+}
+
+
+def test_widgets_use_only_what_ipywidgets_7_7_has():
+    tree = ast.parse(inspect.getsource(widgets))
+    used = {
+        node.func.attr
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and isinstance(node.func.value, ast.Name)
+        and node.func.value.id == "w"
+    }
+    assert used and used <= IPYWIDGETS_77, used - IPYWIDGETS_77
+    keywords = {kw.arg for node in ast.walk(tree) if isinstance(node, ast.Call) for kw in node.keywords}
+    assert "tooltip" not in keywords and "tooltips" not in keywords
