@@ -7,10 +7,10 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat requirements.txt pyproject.toml | sha256sum | cut -c1-16)
 HOST ?= 127.0.0.1
 PORT ?= 8888
-PYTEST_ARGS ?=
+PYTEST_ARGS ?= -n 2  # both cores (pytest-xdist); `make test PYTEST_ARGS=` runs serially
 ALLOW_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root,)
 
-.PHONY: install lab test exercises bench lint clean
+.PHONY: install lab test exercises badges bench lint clean
 
 install: $(STAMP)
 
@@ -32,6 +32,10 @@ test: $(STAMP)
 exercises: $(STAMP)
 	$(BIN)/gradacc exercises
 
+badges: $(STAMP)
+	$(BIN)/gradacc badges
+	$(BIN)/gradacc exercises
+
 bench: $(STAMP)
 	$(BIN)/gradacc bench --json bench.json
 
@@ -39,4 +43,4 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 
 clean:
-	rm -rf $(VENV) .pytest_cache
+	rm -rf $(VENV) .pytest_cache build/test-cache test-artifacts

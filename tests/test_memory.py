@@ -115,35 +115,44 @@ def test_measure_step_times_untracked_steps_when_asked():
 
 
 class _CountingAllocator:
-    """Stands in for the CUDA allocator on CPU: a real peak, from a live-storage counter, plus a fixed workspace."""
+    """Stands in for the CUDA allocator on CPU with real numbers: a live-storage counter that starts with the tensors
+    that exist before the step (as the allocator does), plus memory held outside tensors before the step (``held``,
+    like cuBLAS's workspace) and memory taken outside tensors during it (``workspace``)."""
 
-    def __init__(self, workspace_mib: float = 0.0) -> None:
-        self.workspace = int(workspace_mib * MIB)
+    def __init__(self, *existing, held_mib: float = 0.0, workspace_mib: float = 0.0) -> None:
+        self.existing, self.held, self.workspace = existing, int(held_mib * MIB), int(workspace_mib * MIB)
         self.counter: LiveStorageCounter | None = None
 
     def reset(self) -> None:
-        self.counter = LiveStorageCounter()
+        self.counter = LiveStorageCounter().track(*self.existing)
         self.counter.__enter__()
+
+    def allocated_bytes(self) -> int:
+        return self.counter.current_bytes + self.held
 
     def peak_bytes(self) -> int:
         self.counter.__exit__(None, None, None)
-        return self.counter.peak_bytes + self.workspace
+        self.counter.remove_hooks()
+        return self.counter.peak_bytes + self.held + self.workspace
 
 
 def test_cuda_path_logic_on_cpu_with_the_device_calls_replaced():
     config = MLP.with_(effective_batch_size=256)
     tracker = measure_config(config, 4, method="tracker", device="cpu")
-    for workspace in (0.0, 3.0):
+    for held, workspace in ((0.0, 0.0), (5.0, 0.0), (5.0, 3.0)):
         model, optimizer = config.build()
         x, y = config.batch()
-        cuda = measure_step(model, optimizer, x, y, 4, method="cuda", allocator=_CountingAllocator(workspace))
+        measure_step(model, optimizer, x, y, 4, method="storages")  # creates Adam's state before the allocator starts
+        allocator = _CountingAllocator(model, optimizer, x, y, held_mib=held, workspace_mib=workspace)
+        cuda = measure_step(model, optimizer, x, y, 4, method="cuda", allocator=allocator, warmup=False)
         assert cuda.method == "cuda"
-        # the counter started before the tracked tensors were registered, so it saw only what the step allocated:
-        # its peak is at most the tracker's; the breakdown is the tracker's, 'other' takes any excess of the allocator
+        assert cuda.allocator_overhead_mib == pytest.approx(held, abs=1e-9)  # held before the step: reported apart
+        # the breakdown is the tracker's; 'other' takes what the allocator took outside tensors during the step
         for category in ("parameters", "gradients", "optimizer_state", "activations", "temporaries"):
             assert cuda[category] == pytest.approx(tracker[category], abs=0.01)
+        assert cuda["other"] == pytest.approx(tracker["other"] + workspace, abs=0.01)
+        assert cuda.peak_mib == pytest.approx(tracker.peak_mib + workspace, abs=0.01)
         assert cuda.peak_mib == pytest.approx(sum(cuda.breakdown_mib.values()), abs=1e-6)
-        assert cuda.peak_mib >= tracker.peak_mib - 0.01
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (the CPU test above drives this path)")

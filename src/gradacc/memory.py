@@ -60,7 +60,6 @@ __all__ = [
     "optimizer_state_bytes",
     "check_divisible",
     "check_budget",
-    "micro_batch_size_for",
     "measure_step",
     "measure_run",
     "measure_config",
@@ -131,9 +130,6 @@ def check_divisible(effective_batch_size: int, accum_steps: int) -> int:
             f"{accum_steps}"
         )
     return effective_batch_size // accum_steps
-
-
-micro_batch_size_for = check_divisible
 
 
 def check_budget(budget_mib: float) -> float:
@@ -239,6 +235,7 @@ class StepMemory:
     method: str = "tracker"
     device: str = "cpu"
     fake: bool = False
+    allocator_overhead_mib: float = 0.0
 
     @property
     def effective_batch_size(self) -> int:
@@ -599,6 +596,37 @@ class _CudaAllocator:
         torch.cuda.synchronize(self.device)
         return int(torch.cuda.max_memory_allocated(self.device))
 
+    def allocated_bytes(self) -> int:
+        torch.cuda.synchronize(self.device)
+        return int(torch.cuda.memory_allocated(self.device))
+
+
+def _tensor_bytes_on(device: torch.device, objects: Sequence[Any]) -> int:
+    """Bytes of the distinct storages on ``device`` held by modules (parameters, gradients, buffers), optimizers
+    (state) and tensors."""
+    seen: set[int] = set()
+    total = 0
+
+    def add(t: torch.Tensor | None) -> None:
+        nonlocal total
+        if isinstance(t, torch.Tensor) and t.device == device:
+            total += _storage_bytes(t, seen)
+
+    for obj in objects:
+        if isinstance(obj, nn.Module):
+            for p in obj.parameters():
+                add(p)
+                add(p.grad)
+            for b in obj.buffers():
+                add(b)
+        elif isinstance(obj, torch.optim.Optimizer):
+            for state in obj.state.values():
+                for value in state.values():
+                    add(value)
+        else:
+            add(obj)
+    return total
+
 
 def measure_run(
     run: Run,
@@ -625,8 +653,10 @@ def measure_run(
         seconds_per_step: recorded as is (time untracked steps separately: tracking slows a step 1.5-3x).
 
     Returns:
-        A ``StepMemory``: with ``"cuda"`` the peak is ``torch.cuda.max_memory_allocated`` and the breakdown the
-        tracker's, its ``other`` taking the difference (allocator rounding, library workspaces).
+        A ``StepMemory``: with ``"cuda"`` the peak is ``torch.cuda.max_memory_allocated`` less what the allocator
+        already held outside tensors before the step (library workspaces such as cuBLAS's, reported as
+        ``allocator_overhead_mib``); the breakdown is the tracker's, its ``other`` taking any difference (allocator
+        rounding, workspaces created during the step).
 
     Raises:
         ValueError: unknown ``method``; ``"cuda"`` for a model that is not on a CUDA device (and no ``allocator``) or
@@ -643,6 +673,7 @@ def measure_run(
             f"({'fake' if fake else 'real'} tensors); use method='tracker' or 'storages' on CPU"
         )
     tracked = (model, optimizer, *tensors)
+    overhead = 0.0
     if method == "storages":
         breakdown, saved = _measure_storages(run, tracked)
         peak = sum(breakdown.values())
@@ -652,8 +683,11 @@ def measure_run(
     else:
         allocator = allocator or _CudaAllocator(device)
         allocator.reset()
+        # memory the allocator holds outside tensors before the step (cuBLAS workspaces, for one) is reported apart
+        before = getattr(allocator, "allocated_bytes", lambda: 0)()
+        overhead = _mib(max(0, before - _tensor_bytes_on(device, tracked)))
         breakdown, saved = _measure_tracker(run, tracked, optimizer, device)
-        allocated = _mib(allocator.peak_bytes())
+        allocated = _mib(allocator.peak_bytes()) - overhead
         tracked_peak = sum(breakdown.values())
         breakdown["other"] += max(0.0, allocated - tracked_peak)
         peak = max(allocated, tracked_peak)
@@ -667,6 +701,7 @@ def measure_run(
         method=method,
         device=str(device),
         fake=fake,
+        allocator_overhead_mib=overhead,
     )
 
 

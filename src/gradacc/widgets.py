@@ -146,7 +146,7 @@ def plot_breakdown(
     capacity_label: str = "",
     title: str = "",
     legend: bool = True,
-) -> None:
+) -> dict[str, Any]:
     """Draw a stacked bar of the breakdown per N on ``ax``, measured peaks as dots, predicted peaks as a line.
 
     Measured bars are solid, predicted ones (where nothing was measured) pale; the selected N is outlined.
@@ -159,6 +159,10 @@ def plot_breakdown(
         capacity_mib: a horizontal capacity line (or a note when it is far above every bar).
         legend: draw the legend right of the axes (the explorer shows it as HTML instead: text is what makes a
             redraw slow).
+
+    Returns:
+        ``{"ns": [N per bar], "tops": [bar heights in the plotted unit], "outline": the selection's Rectangle}``
+        (the explorer moves the outline instead of redrawing everything when only N changes).
     """
     from matplotlib.ticker import MaxNLocator
 
@@ -185,9 +189,9 @@ def plot_breakdown(
                 label=c.replace("_", " ") if (kind == "measured" or not measured) else None,
             )
         bottoms = [bt + h for bt, h in zip(bottoms, heights, strict=True)]
-    if selected in ns:
-        i = ns.index(selected)
-        ax.bar(i, bottoms[i], width=0.7, fill=False, edgecolor="black", linewidth=1.5)
+    i = ns.index(selected) if selected in ns else 0
+    outline = ax.bar(i, bottoms[i], width=0.7, fill=False, edgecolor="black", linewidth=1.5)[0]
+    outline.set_visible(selected in ns)
     for fake in (False, True):
         index = [i for i in measured if results[i].fake == fake]
         if index:
@@ -225,6 +229,7 @@ def plot_breakdown(
         ax.set_title(title, fontsize=9)
     if legend:
         ax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+    return {"ns": ns, "tops": bottoms, "outline": outline}
 
 
 def figure_png(fig: Any, dpi: int = 80) -> bytes:
@@ -327,6 +332,8 @@ class MemoryExplorer:
         self.real_limit_flops = real_limit_flops or (1e15 if on_gpu else 5e10)
         self._measured: dict[StepConfig, dict[int, StepMemory]] = {}
         self._profiles: dict[StepConfig, MemoryProfile] = {}
+        self._predicted: dict[StepConfig, list[StepMemory]] = {}
+        self._chart: tuple | None = None
         if measurements:
             self.add_measurements(config, measurements)
         if profile is not None:
@@ -423,6 +430,8 @@ class MemoryExplorer:
     def add_profile(self, config: StepConfig, profile: MemoryProfile) -> None:
         """Cache the predictor's ``MemoryProfile`` of ``config`` (any effective batch)."""
         self._profiles[self._profile_key(config)] = profile
+        key = self._profile_key(config)
+        self._predicted = {c: rows for c, rows in self._predicted.items() if self._profile_key(c) != key}
 
     @property
     def config(self) -> StepConfig:
@@ -510,20 +519,32 @@ class MemoryExplorer:
         self.sentence.value = f"<span>{text}</span>"
         self.title.value = f"<b>{config.label()}</b>"
 
-        fig, ax = _new_figure()
-        if rows:
-            plot_breakdown(
-                ax,
-                rows,
-                predicted=predicted,
-                selected=n,
-                capacity_mib=capacity,
-                capacity_label=label,
-                legend=False,
-            )
+        key = (config, label, capacity, tuple((r.accum_steps, r.method, r.fake, r.peak_mib) for r in rows))
+        if rows and self._chart is not None and self._chart[0] == key:
+            # only N changed: move the outline, keep every other artist (creating them is half a redraw's time)
+            fig, info = self._chart[1], self._chart[2]
+            i = info["ns"].index(n)
+            info["outline"].set_x(i - 0.35)
+            info["outline"].set_height(info["tops"][i])
         else:
-            ax.text(0.5, 0.5, "nothing measured yet: press Measure", ha="center", va="center", transform=ax.transAxes)
-            ax.set_axis_off()
+            fig, ax = _new_figure()
+            if rows:
+                info = plot_breakdown(
+                    ax,
+                    rows,
+                    predicted=predicted,
+                    selected=n,
+                    capacity_mib=capacity,
+                    capacity_label=label,
+                    legend=False,
+                )
+                self._chart = (key, fig, info)
+            else:
+                ax.text(
+                    0.5, 0.5, "nothing measured yet: press Measure", ha="center", va="center", transform=ax.transAxes
+                )
+                ax.set_axis_off()
+                self._chart = None
         self.png = figure_png(fig)
         with self.figure:
             self.figure.clear_output(wait=True)
