@@ -7,20 +7,13 @@ compares the text with what the reference solution prints for the same seed.
 """
 # ruff: noqa: F821 - GRADACC_SEED and the student's functions come from the notebook
 
-import contextlib
-import io
 import random
 
 import torch
 import torch.nn.functional as F
 
+from gradacc.checks import quietly
 from gradacc.models import make_digits_model
-
-
-def quietly(fn, *args, **kwargs):
-    """Call the student's function with its own prints swallowed (they would change the text compared)."""
-    with contextlib.redirect_stdout(io.StringIO()):
-        return fn(*args, **kwargs)
 
 
 def outcome(fn, *args, **kwargs) -> str:

@@ -8,8 +8,6 @@ printed digit), so printing the expected line, patching gradacc.checks or silenc
 """
 # ruff: noqa: F821 - GRADACC_SEED and the student's functions come from the notebook
 
-import contextlib
-import io
 import random
 import tempfile
 
@@ -17,14 +15,8 @@ import torch
 from transformers import DataCollatorWithPadding
 from transformers.trainer_callback import PrinterCallback
 
+from gradacc.checks import quietly
 from gradacc.trainer import encode_dataset, family_split, probe_args, tiny_bert_classifier, train_wordlevel_tokenizer
-
-
-def quietly(fn, *args, **kwargs):
-    """Call the student's function with its own prints swallowed (they would change the text compared)."""
-    with contextlib.redirect_stdout(io.StringIO()):
-        return fn(*args, **kwargs)
-
 
 rng = random.Random(GRADACC_SEED)
 

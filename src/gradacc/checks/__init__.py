@@ -8,10 +8,13 @@ One module per lesson: ``gradacc.checks.lesson01`` holds the checks of ``01_theo
 
 from __future__ import annotations
 
+import contextlib
+import io
 import math
 from collections.abc import Callable
+from typing import Any
 
-__all__ = ["report", "run_check", "close"]
+__all__ = ["report", "run_check", "close", "quietly", "weights_fingerprint"]
 
 
 def report(exercise: str, ok: bool, message: str = "") -> bool:
@@ -44,3 +47,14 @@ def close(name: str, got: float, want: float, tol: float) -> str | None:
     if math.isfinite(got) and abs(got - want) <= tol:
         return None
     return f"{name} = {got:.6g}, expected {want:.6g} (tolerance {tol:g})"
+
+
+def quietly(fn: Callable, *args: Any, **kwargs: Any) -> Any:
+    """Call a learner's function with its own prints swallowed (hidden checks compare printed text)."""
+    with contextlib.redirect_stdout(io.StringIO()):
+        return fn(*args, **kwargs)
+
+
+def weights_fingerprint(model) -> str:
+    """Per parameter tensor of a ``torch.nn.Module``: its sum and its sum of absolute values (4 decimals)."""
+    return " ".join(f"{float(p.sum()):.4f}/{float(p.abs().sum()):.4f}" for p in model.parameters())
