@@ -1,0 +1,69 @@
+"""Hidden checks of exercises/07_distributed.ipynb, run by `gradacc grade` (README: "Instructor's guide").
+
+The preamble (this part) runs before every block; each `# %% hidden X.Y` block becomes a cell right after check cell
+X.Y of the merged notebook and runs in a copy of the notebook's namespace, with GRADACC_SEED (a new int per grading
+run) defined. A block PRINTS the student's results on inputs drawn from GRADACC_SEED, never a verdict: the grader
+compares the text with what the reference solution prints for the same seed (numbers within one unit of the last
+printed digit).
+"""
+# ruff: noqa: F821 - GRADACC_SEED and the student's functions come from the notebook
+
+import random
+
+import torch
+from torch.nn.parallel import DistributedDataParallel
+
+from gradacc.checks import quietly
+from gradacc.checks import weights_fingerprint as weights
+from gradacc.data import load_digits_tensors
+from gradacc.distributed import AllReduceCounter, single_process_group
+from gradacc.models import make_digits_model
+
+rng = random.Random(GRADACC_SEED)
+
+
+def ddp_epoch(accum_steps: int):
+    """The learner's ``train_epoch_ddp`` on a seeded epoch, inside a process group: (batches, all-reduces, model)."""
+    x, y = load_digits_tensors()
+    n_samples, micro = rng.randint(20, 120), rng.randint(3, 12)
+    start = rng.randint(0, len(x) - n_samples)
+    x, y = x[start : start + n_samples].clone(), y[start : start + n_samples].clone()
+    batches = list(zip(x.split(micro), y.split(micro), strict=True))
+    model = make_digits_model(seed=rng.randrange(2**31), hidden=rng.choice([8, 16, 24]))
+    lr = rng.uniform(0.1, 0.8)
+    ddp = DistributedDataParallel(model)  # inside single_process_group(), as in the visible checks
+    counter = AllReduceCounter()
+    ddp.register_comm_hook(state=None, hook=counter.hook)
+    optimizer = torch.optim.SGD(ddp.parameters(), lr=lr)
+    quietly(train_epoch_ddp, ddp, optimizer, batches, accum_steps)
+    return batches, counter.calls, ddp.module
+
+
+# %% hidden 7.1
+for _ in range(3):
+    counts = [rng.randint(1, 40) for _ in range(rng.randint(2, 5))]
+    world, total = len(counts), sum(counts)
+    generator = torch.Generator().manual_seed(rng.randrange(2**31))
+    w = torch.randn(5, generator=generator, dtype=torch.float64)
+    grads = []
+    for count in counts:
+        feats = torch.randn(count, 5, generator=generator, dtype=torch.float64)
+        wr = w.clone().requires_grad_(True)
+        loss = quietly(token_weighted_loss, torch.nn.functional.softplus(feats @ wr).sum(), count, total, world)
+        (grad,) = torch.autograd.grad(loss, wr)
+        grads.append(grad)
+    averaged = torch.stack(grads).mean(0)  # what DDP's all-reduce leaves on every rank
+    print(f"tokens {counts}: averaged gradient", " ".join(f"{float(g):.6f}" for g in averaged))
+
+# %% hidden 7.2
+with single_process_group():
+    runs = [(accum_steps, *ddp_epoch(accum_steps)) for accum_steps in (rng.randint(2, 6), rng.randint(2, 6))]
+for accum_steps, batches, calls, _ in runs:
+    print(f"{len(batches)} micro-batches, accum_steps={accum_steps}: {calls} all-reduces")
+
+# %% hidden 7.3
+with single_process_group():
+    runs = [(accum_steps, *ddp_epoch(accum_steps)) for accum_steps in (rng.randint(2, 6), rng.randint(2, 6))]
+for accum_steps, batches, _, model in runs:
+    sizes = [len(b[1]) for b in batches]
+    print(f"micro-batches {sizes}, accum_steps={accum_steps}: weights {weights(model)}")
