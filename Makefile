@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat requirements.txt pyproject.toml | sha256sum | cut -c1-16)
 HOST ?= 127.0.0.1
 PORT ?= 8888
-PYTEST_ARGS ?= -n 2  # both cores (pytest-xdist); `make test PYTEST_ARGS=` runs serially
+PYTEST_ARGS ?= -n 2 --dist loadgroup  # both cores (pytest-xdist); `make test PYTEST_ARGS=` runs serially
 ALLOW_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root,)
 
 .PHONY: install lab test exercises badges bench lint clean
