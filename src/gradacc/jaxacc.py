@@ -394,6 +394,19 @@ def multisteps(
     return optax.MultiSteps(optimizer, every_k_schedule=accum_steps, use_grad_mean=use_grad_mean)
 
 
+def _apply(
+    optimizer: optax.GradientTransformation, grads: Params, opt_state: Any, params: Params
+) -> tuple[Params, Any]:
+    """One optimizer update: ``(new params, new optimizer state)``."""
+    updates, opt_state = optimizer.update(grads, opt_state, params)
+    return optax.apply_updates(params, updates), opt_state
+
+
+def _maybe_jit(step: Callable, *, jit: bool, donate: bool) -> Callable:
+    """``step`` itself, or jitted with ``params`` and ``opt_state`` donated when ``donate``."""
+    return jax.jit(step, donate_argnums=(0, 1) if donate else ()) if jit else step
+
+
 def make_micro_step(
     optimizer: optax.GradientTransformation, *, donate: bool = False, jit: bool = True
 ) -> Callable[..., tuple[Params, Any, jax.Array]]:
@@ -424,12 +437,9 @@ def make_micro_step(
                 return total / jnp.asarray(window_items, total.dtype)
 
         loss, grads = jax.value_and_grad(loss_fn)(params, x, y)
-        updates, opt_state = optimizer.update(grads, opt_state, params)
-        return optax.apply_updates(params, updates), opt_state, loss
+        return (*_apply(optimizer, grads, opt_state, params), loss)
 
-    if not jit:
-        return step
-    return jax.jit(step, donate_argnums=(0, 1) if donate else ())
+    return _maybe_jit(step, jit=jit, donate=donate)
 
 
 def make_train_step(
@@ -456,12 +466,9 @@ def make_train_step(
 
     def step(params, opt_state, x, y):
         loss, grads = accumulate(params, x, y, accum_steps)
-        updates, opt_state = optimizer.update(grads, opt_state, params)
-        return optax.apply_updates(params, updates), opt_state, loss
+        return (*_apply(optimizer, grads, opt_state, params), loss)
 
-    if not jit:
-        return step
-    return jax.jit(step, donate_argnums=(0, 1) if donate else ())
+    return _maybe_jit(step, jit=jit, donate=donate)
 
 
 def step_memory(
