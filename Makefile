@@ -10,7 +10,7 @@ PORT ?= 8888
 PYTEST_ARGS ?= -n 2 --dist loadgroup  # both cores (pytest-xdist); `make test PYTEST_ARGS=` runs serially
 ALLOW_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root,)
 
-.PHONY: install lab test exercises badges bench lint clean
+.PHONY: install lab test test-load exercises badges bench lint clean
 
 install: $(STAMP)
 
@@ -28,6 +28,10 @@ lab: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+# the notebooks and the multi-process tests while two busy processes keep both cores loaded (issue 11)
+test-load: $(STAMP)
+	$(BIN)/python -m pytest $(PYTEST_ARGS) --busy-cores 2 -m "notebook or slow"
 
 exercises: $(STAMP)
 	$(BIN)/gradacc exercises

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -40,7 +42,37 @@ def record_measurement(line: str) -> None:
     _append({"measurement": line})
 
 
+def pytest_addoption(parser) -> None:
+    parser.addoption(
+        "--busy-cores",
+        type=int,
+        default=0,
+        metavar="N",
+        help="keep N CPU-bound processes running for the whole session: the suite under load, as on a shared "
+        "machine or a slow CI runner (`make test-load`)",
+    )
+
+
+_BUSY_LOOP = "import os, signal\nsignal.signal(signal.SIGTERM, lambda *_: os._exit(0))\nwhile True:\n    pass\n"
+
+
+def _start_load(config) -> None:
+    """Start ``--busy-cores`` busy processes (in the controlling process only; stopped in pytest_unconfigure)."""
+    n = config.getoption("busy_cores")
+    if n < 0:
+        raise pytest.UsageError(f"--busy-cores must be >= 0, got {n}")
+    config._gradacc_load = [subprocess.Popen([sys.executable, "-c", _BUSY_LOOP]) for _ in range(n)]
+
+
+def pytest_unconfigure(config) -> None:
+    for proc in getattr(config, "_gradacc_load", []):
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
 def pytest_configure(config) -> None:
+    if not hasattr(config, "workerinput"):
+        _start_load(config)
     if not hasattr(config, "workerinput") and _REPORT_ENV not in os.environ:  # the controlling process
         fd, path = tempfile.mkstemp(prefix="gradacc-test-report-", suffix=".jsonl")
         os.close(fd)
@@ -56,6 +88,12 @@ def pytest_terminal_summary(terminalreporter, config) -> None:
     os.unlink(path)
     measurements = [r["measurement"] for r in records if "measurement" in r]
     runs = sorted((r for r in records if "notebook" in r), key=lambda r: r["notebook"])
+    load = getattr(config, "_gradacc_load", [])
+    if load:
+        terminalreporter.section("load")
+        terminalreporter.write_line(
+            f"{len(load)} busy processes kept the cores busy for the whole session (--busy-cores)"
+        )
     if measurements:
         terminalreporter.section("measurements")
         for line in measurements:

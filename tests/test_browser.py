@@ -8,8 +8,7 @@ nothing the browser does can touch the committed notebook). Every request that i
 The test runs the lesson's cells from the top through the memory-explorer cell with Shift+Enter, as a learner does,
 moves the accumulation-steps slider three times with the arrow keys, and asserts after each move that the figure and
 the "fits / smallest N" sentence changed. It measures each redraw in the page (key press to both changes on screen; goal
-<= 200 ms, reported in the session's "measurements" section and asserted only against a loose ceiling because the
-machine is shared), then types a cell under the explorer that prints the kernel's share of the last redraw
+<= 200 ms, reported in the session's "measurements" section, never asserted: a time limit fails on a busy machine), then types a cell under the explorer that prints the kernel's share of the last redraw
 (``MemoryExplorer.last_redraw_s``). Screenshots and the timings go to test-artifacts/ (gitignored).
 
 Known quirks handled here (FACTS.md): the first Shift+Enter after a notebook opens can be swallowed (retried until the
@@ -54,8 +53,7 @@ SENTENCE = re.compile(
     r"^N = (\d+) \(micro-batch \d+\): peak .+?, (fits|does not fit) in .+\. "
     r"(Smallest N that fits: \d+\.|No N up to \d+ fits.*\.)$"
 )
-REDRAW_GOAL_MS = 200  # the memory explorer's goal (issue 3); reported
-REDRAW_CEILING_MS = 3000  # asserted: a redraw slower than this is broken, not just slow on a busy machine
+REDRAW_GOAL_MS = 200  # the memory explorer's goal (issue 3); reported, never asserted (times are printed, issue 11)
 
 
 def ensure_chromium() -> Path:
@@ -369,6 +367,5 @@ def test_memory_explorer_in_jupyterlab(tmp_path: Path):
     for before, after, value in zip(sentences[:-1], sentences[1:], values[1:], strict=True):
         assert after != before and SENTENCE.match(after), (before, after)
         assert SENTENCE.match(after).group(1) == value, (value, after)
-    assert all(ms <= REDRAW_CEILING_MS for ms in redraw), f"redraws took {redraw} ms"
-    assert 0 < kernel_ms < redraw[-1], (kernel_ms, redraw)  # the kernel's part is a part of what the learner waits for
+    assert len(redraw) == len(result["keys"]) == 3  # every key press redrew the figure and the sentence (measured)
     assert (ARTIFACTS / "browser-03_memory-explorer.png").stat().st_size > 5_000

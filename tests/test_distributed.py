@@ -7,10 +7,12 @@ CPU devices): 10-30 s each on a 2-core machine.
 from __future__ import annotations
 
 import contextlib
+import os
+import signal
 import socket
+import subprocess
 import sys
 import textwrap
-import time
 
 import psutil
 import pytest
@@ -115,10 +117,9 @@ def test_a_timeout_kills_the_launcher_and_workers_in_their_own_sessions(tmp_path
         time.sleep(300)
         """
     )
-    start = time.monotonic()
-    with pytest.raises(WorkerError, match="the sleepy launcher: ran past the 3 s limit"):
+    with pytest.raises(WorkerError, match="the sleepy launcher: ran past the 3 s limit") as info:
         run_processes([sys.executable, "-c", launcher], timeout=3, what="the sleepy launcher")
-    assert time.monotonic() - start < 30
+    assert info.value.returncode is None  # stopped by the limit, not by its own exit
     worker = int(pid_file.read_text())
     assert not psutil.pid_exists(worker) or psutil.Process(worker).status() == psutil.STATUS_ZOMBIE
 
@@ -131,6 +132,69 @@ def test_run_processes_refuses_bad_arguments():
 
 
 # ---------------------------------------------------------------------------------------------- DDP in one process
+
+# A DDP run on a busy machine aborted (SIGABRT) or hung (issue 11). The cause, found with py-spy on a hung test: a
+# Python callback on a gloo future (DDP's default Python hooks attach one with ``Future.then``) runs and is freed on a
+# gloo worker thread, which needs the GIL for that. If the thread is late (descheduled) and meanwhile the main thread
+# frees the DistributedDataParallel of a destroyed group (``~Reducer`` -> ``~ProcessGroupGloo`` joins its workers with
+# the GIL held), both wait forever; if the process exits meanwhile, the late thread meets a finalizing interpreter and
+# the process aborts. The script makes the late thread certain: it attaches a callback that sleeps (releasing the GIL)
+# to all-reduces until one is still pending, so that it runs on the gloo worker thread, and then lets the process end.
+_LATE_GLOO_THREAD = textwrap.dedent(
+    """
+    import sys, threading, time
+    import torch, torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel as DDP
+    from gradacc.distributed import AllReduceCounter
+
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    main, ran_on = threading.get_ident(), []
+
+    def late(future):
+        ran_on.append(threading.get_ident())
+        if ran_on[-1] != main:
+            time.sleep(1.0)  # a descheduled worker thread; it needs the GIL back to return
+        return future.value()
+
+    if sys.argv[1] == "then":
+        for attempt in range(1, 1001):
+            future = dist.all_reduce(torch.ones(1), async_op=True).get_future()
+            before = len(ran_on)
+            future.then(late)
+            if len(ran_on) == before:  # not run at once: it runs on the gloo worker thread when the sum is done
+                break
+        print("pending", len(ran_on) < attempt, flush=True)
+    else:
+        ddp = DDP(torch.nn.Linear(4, 2))
+        counter = AllReduceCounter()
+        ddp.register_comm_hook(state=None, hook=counter.hook)
+        for _ in range(50):
+            ddp(torch.rand(3, 4)).sum().backward()
+        print("calls", counter.calls, flush=True)
+    """
+)
+
+
+def _exit_right_after(collectives: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
+    return subprocess.run(
+        [sys.executable, "-c", _LATE_GLOO_THREAD, collectives], capture_output=True, text=True, timeout=120, env=env
+    )
+
+
+def test_torch_still_aborts_when_a_gloo_thread_runs_python_at_exit():
+    """Pins the torch bug that ``AllReduceCounter`` works around. If this fails, torch no longer aborts: the counter
+    may go back to ``default_hooks.allreduce_hook`` (asynchronous, with its ``Future.then`` callback)."""
+    run = _exit_right_after("then")
+    assert run.stdout == "pending True\n", run.stderr[-2000:]
+    assert run.returncode == -signal.SIGABRT, (run.returncode, run.stderr[-2000:])
+    # the GIL is asked for by a thread of a finalizing interpreter: one of these two messages, then abort()
+    assert "terminate called without an active exception" in run.stderr or "finalizing" in run.stderr, run.stderr
+
+
+def test_allreduce_counter_leaves_no_python_work_on_gloo_threads():
+    run = _exit_right_after("counter")
+    assert (run.returncode, run.stdout) == (0, "calls 50\n"), run.stderr[-2000:]
 
 
 def test_single_process_group_is_made_and_removed():
@@ -161,7 +225,7 @@ def test_allreduce_counter_sees_one_call_per_synchronizing_backward():
             info = accumulate_window(ddp, None, micro_batches, use_no_sync=use_no_sync)
             assert counter.calls == calls
             assert counter.elements == calls * sum(p.numel() for p in model.parameters())
-            assert counter.seconds >= 0.0
+            assert isinstance(counter.seconds, float)
             assert info["local_items"] == info["global_items"] == 40
             assert max_abs_diff([p.grad for p in model.parameters()], reference) < 1e-6
         with pytest.raises(ValueError, match="weighting must be one of"):
@@ -193,7 +257,7 @@ def test_ddp_workers_reproduce_the_full_batch_and_count_allreduces():
         assert max_abs_diff(run["weights"], model.parameters()) < 1e-6
     timing = result["timing"]
     assert timing["no_sync_calls"] == 1 and timing["sync_calls"] == 4 and timing["windows"] == 3
-    assert timing["no_sync_s"] > 0 and timing["sync_s"] > 0
+    assert isinstance(timing["no_sync_s"], float) and isinstance(timing["sync_s"], float)  # printed, not compared
     # tokens: 5 and 15 on two ranks; the all-reduced count gives sum / 20, the per-rank means do not
     tokens = result["tokens"]
     assert tokens["tokens_per_rank"] == [5, 15]

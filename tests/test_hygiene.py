@@ -9,8 +9,10 @@ ran them (a warning or traceback printed by the maintainer's environment).
 
 from __future__ import annotations
 
+import ast
 import base64
 import copy
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -95,3 +97,87 @@ def test_notebook_outputs_are_small_and_free_of_noise(path: Path):
             shown = str(output.get("text", "")) + str(output.get("data", {}).get("text/plain", ""))
             shown += "".join(output.get("traceback", []))
             assert str(ROOT) not in shown, f"{where}: output shows a path of this machine ({ROOT}): {shown[:300]}"
+
+
+# Names that hold a measured time: `seconds`, `wall_s`, `redraw_ms`, `elapsed`, `time.monotonic()`, ... (issue 11).
+# UPPER_CASE names are settings (`OUTPUT_TIMEOUT_S`), not measurements.
+_TIME_WORD = re.compile(
+    r"(^|_)(seconds|secs|elapsed|wall|duration|latency|perf_counter|monotonic|process_time)($|_)|^ms$|^[a-z0-9]+_(s|ms)$"
+)
+_ORDERING = (ast.Lt, ast.LtE, ast.Gt, ast.GtE, ast.Eq, ast.NotEq)
+
+
+def _time_names(node: ast.AST) -> list[str]:
+    """The names, attributes and string keys inside ``node`` that look like a measured time."""
+    found = []
+    for sub in ast.walk(node):
+        if isinstance(sub, ast.Name):
+            word = sub.id
+        elif isinstance(sub, ast.Attribute):
+            word = sub.attr
+        elif isinstance(sub, ast.Constant) and isinstance(sub.value, str):
+            word = sub.value
+        else:
+            continue
+        if not word.isupper() and _TIME_WORD.search(word):
+            found.append(word)
+    return found
+
+
+def _wall_clock_asserts(source: str, where: str) -> list[str]:
+    """Each ``assert`` whose test compares (<, <=, >, >=, ==, !=) something that looks like a measured time."""
+    lines = source.splitlines()  # IPython's %magic and !shell lines become `pass`, at their indentation
+    code = "\n".join(line[: len(line) - len(line.lstrip())] + "pass" if line.lstrip()[:1] in ("%", "!") else line
+                     for line in lines)  # fmt: skip
+    problems = []
+    for node in ast.walk(ast.parse(code)):
+        if not isinstance(node, ast.Assert):
+            continue
+        for compare in (c for c in ast.walk(node.test) if isinstance(c, ast.Compare)):
+            if any(isinstance(op, _ORDERING) for op in compare.ops) and (names := _time_names(compare)):
+                problems.append(f"{where}:{node.lineno}: compares {names}: {ast.unparse(node.test)[:100]}")
+                break
+    return problems
+
+
+def _checked_sources():
+    for path in NOTEBOOKS:
+        for i, cell in enumerate(nbformat.read(path, as_version=4).cells):
+            if cell.cell_type == "code":
+                yield cell.source, f"{path.relative_to(ROOT)} cell {i}"
+    for path in sorted((ROOT / "hidden").glob("*.py")) + sorted((ROOT / "tests").glob("*.py")):
+        yield path.read_text(encoding="utf-8"), str(path.relative_to(ROOT))
+    for path in sorted((ROOT / "src" / "gradacc").rglob("*.py")):
+        yield path.read_text(encoding="utf-8"), str(path.relative_to(ROOT))
+
+
+def test_no_assert_involves_a_measured_time():
+    """Times are printed (and compared as ratios in `gradacc bench`), never asserted: on a busy machine any time
+    limit fails a correct run. Notebooks, hidden checks, tests and the package are scanned."""
+    problems = [p for source, where in _checked_sources() for p in _wall_clock_asserts(source, where)]
+    assert problems == [], "\n".join(problems)
+
+
+def test_the_time_scan_finds_what_it_looks_for():
+    found = _wall_clock_asserts(
+        "assert seconds[256] > 2 * seconds[1]\nassert run.wall_s < 30\nassert r['elapsed_s'] > 0\n"
+        "assert time.monotonic() - start < 30\nassert all(ms <= LIMIT for ms in redraw_ms)\n"
+        "assert info['runtime'] == 'local'\nassert counter.calls == 4\nassert second_try.startswith('x')\n"
+        "assert row.seconds is None\nassert isinstance(r['wall_s'], float)\nassert TIMEOUT_S == 60\n",
+        "example",
+    )
+    assert [p.split(":")[1] for p in found] == ["1", "2", "3", "4", "5"], found
+
+
+def test_busy_cores_keep_the_machine_loaded(request):
+    """`make test-load` (``--busy-cores 2``): the busy processes run beside this test, as children of pytest's
+    controlling process (this process, or the parent of an xdist worker); without the option there are none."""
+    import os
+
+    import psutil
+    from conftest import _BUSY_LOOP
+
+    controller = psutil.Process(os.getppid() if hasattr(request.config, "workerinput") else os.getpid())
+    busy = [p for p in controller.children() if p.cmdline()[-1:] == [_BUSY_LOOP]]
+    assert len(busy) == request.config.getoption("busy_cores")
+    assert all(p.status() in (psutil.STATUS_RUNNING, psutil.STATUS_SLEEPING) for p in busy)

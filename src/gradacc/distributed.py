@@ -29,6 +29,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator, Sequence
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -204,13 +205,18 @@ def _wait(proc: subprocess.Popen, timeout: float, label: str | None) -> tuple[st
                 bar.refresh()
 
 
+SINGLE_PROCESS_TIMEOUT_S = 30.0
+"""Seconds a collective of ``single_process_group`` may wait before it raises."""
+
+
 @contextlib.contextmanager
 def single_process_group(backend: str = "gloo") -> Iterator[Any]:
     """A world of ONE process (rank 0 of 1) inside this process, so ``DistributedDataParallel`` can wrap a model
     in a notebook kernel: every collective is real but has nothing to exchange.
 
     Uses an in-memory ``torch.distributed.HashStore`` (no TCP port). If a process group already exists it is used
-    as it is and left alone; otherwise the group made here is destroyed on exit.
+    as it is and left alone; otherwise the group made here is destroyed on exit. Its collectives time out after
+    ``SINGLE_PROCESS_TIMEOUT_S`` seconds (with one process nothing should ever wait that long).
 
     Yields:
         The default process group.
@@ -224,7 +230,9 @@ def single_process_group(backend: str = "gloo") -> Iterator[Any]:
         raise ValueError(f"single_process_group supports backend='gloo' only, got {backend!r}")
     created = False
     if not dist.is_initialized():
-        dist.init_process_group(backend, store=dist.HashStore(), rank=0, world_size=1)
+        # a collective that waits longer than this raises (gloo: "Timed out ...") instead of hanging the kernel
+        timeout = timedelta(seconds=SINGLE_PROCESS_TIMEOUT_S)
+        dist.init_process_group(backend, store=dist.HashStore(), rank=0, world_size=1, timeout=timeout)
         created = True
     try:
         yield dist.group.WORLD
@@ -319,20 +327,32 @@ def effective_batch_size(micro_batch_size: int, accum_steps: int, world_size: in
 
 
 class AllReduceCounter:
-    """A DDP communication hook that counts gradient all-reduces and times them, then all-reduces as DDP would.
+    """A DDP communication hook that counts gradient all-reduces and times them; it all-reduces the mean as DDP does.
 
     Register its ``hook`` method: ``ddp_model.register_comm_hook(state=None, hook=counter.hook)``. DDP calls the
     hook once per gradient BUCKET (parameters grouped into buffers of about 25 MiB, ``bucket_cap_mb``) on every
     backward that synchronizes; inside ``ddp_model.no_sync()`` it is not called at all. The small models of the
     course fit in one bucket, so ``calls`` is the number of synchronizing backward passes.
 
+    The hook waits for its all-reduce and returns an already completed ``torch.futures.Future``: no Python callback
+    is attached to the process group's future. Such a callback (``default_hooks.allreduce_hook`` attaches one with
+    ``Future.then``) runs, and is freed, on a gloo worker thread, which then needs the GIL. Measured with torch 2.13
+    (``tests/test_distributed.py::test_torch_still_needs_the_gil_on_gloo_threads_for_python_hook_callbacks``):
+    if that thread is still busy when the process exits, the interpreter is already finalizing and the process
+    aborts (``terminate called without an active exception``, SIGABRT); if it is busy when the main thread frees the
+    last ``DistributedDataParallel`` of a destroyed group (``~Reducer`` -> ``~ProcessGroupGloo`` joins the workers
+    with the GIL held), the two threads wait for each other forever. On a busy machine both happened (issue 11).
+    Waiting here costs nothing on the course's one-bucket models: DDP launches their only bucket at the end of
+    backward anyway; with several buckets it removes the overlap of communication with the rest of backward.
+
     Attributes:
         calls: hook calls (bucket all-reduces) so far.
         elements: gradient elements all-reduced so far (float32: 4 bytes each).
-        seconds: wall time from each all-reduce's launch to its completion, summed (s). With gloo on one machine it
-            is dominated by loopback TCP and thread hand-offs; over a network it grows with ``elements``.
+        seconds: wall time of the all-reduces, summed (s). With gloo on one machine it is dominated by loopback TCP
+            and thread hand-offs; over a network it grows with ``elements``.
 
-    Source: ``torch.distributed.algorithms.ddp_comm_hooks.default_hooks.allreduce_hook`` (which it wraps).
+    Source: ``torch.distributed.algorithms.ddp_comm_hooks.default_hooks.allreduce_hook`` (divide by the world size,
+    all-reduce the bucket's buffer), and the completed-future hook of the DDP communication hooks documentation.
     """
 
     def __init__(self) -> None:
@@ -345,19 +365,23 @@ class AllReduceCounter:
         self.calls, self.elements, self.seconds = 0, 0, 0.0
 
     def hook(self, state, bucket):  # no annotations: DDP compares them with the real classes, not strings
-        """The hook itself: ``(state, dist.GradBucket) -> torch.futures.Future[torch.Tensor]``."""
-        from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+        """The hook itself: ``(state, dist.GradBucket) -> torch.futures.Future[torch.Tensor]`` (already completed).
 
+        ``state`` is the process group to use (``None``: the default group), as for DDP's default hooks.
+        """
+        import torch.distributed as dist
+
+        group = state if state is not None else dist.group.WORLD
+        buffer = bucket.buffer()
         self.calls += 1
-        self.elements += bucket.buffer().numel()
+        self.elements += buffer.numel()
         start = time.perf_counter()
-        future = default_hooks.allreduce_hook(state, bucket)
-
-        def done(fut: torch.futures.Future) -> torch.Tensor:
-            self.seconds += time.perf_counter() - start
-            return fut.value()
-
-        return future.then(done)
+        buffer.div_(group.size())
+        dist.all_reduce(buffer, group=group)  # synchronous: returns once the sum is in ``buffer``
+        self.seconds += time.perf_counter() - start
+        future: torch.futures.Future = torch.futures.Future()
+        future.set_result(buffer)
+        return future
 
 
 TOKEN_LABEL_COUNTS: tuple[tuple[tuple[int, ...], ...], ...] = (((2,), (1, 2)), ((4, 3), (8,)))

@@ -570,7 +570,15 @@ def _run_merged(nb, name: str, settings: Settings) -> tuple[NbvalRun, dict]:
             timeout=settings.timeout,
             cell_timeout=settings.cell_timeout,
             env=env,
-            extra_args=("-p", "gradacc.grading_plugin", "-p", "nbval.plugin", "--noconftest"),
+            extra_args=(
+                "-p",
+                "gradacc.grading_plugin",
+                "-p",
+                "nbval.plugin",
+                "-p",
+                "gradacc.pytest_plugin",
+                "--noconftest",
+            ),
             max_output_bytes=settings.max_output_kib * 2**10 + 2**16,
         )
         data = None

@@ -69,6 +69,7 @@ __all__ = [
     "predict_step",
     "smallest_fitting_accum_steps",
     "time_step",
+    "count_step_work",
     "jax_compiled_memory",
     "jax_memory_analysis",
 ]
@@ -497,6 +498,49 @@ def time_step(
         _sync(device)
         times.append(time.perf_counter() - start)
     return float(statistics.median(times))
+
+
+def count_step_work(
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    inputs: torch.Tensor,
+    labels: torch.Tensor,
+    accum_steps: int,
+    *,
+    loss_fn: Callable = sum_cross_entropy,
+) -> tuple[int, int]:
+    """What one optimizer step of ``accum_steps`` micro-steps asks of the hardware, counted (not timed).
+
+    Runs the step once (it changes the weights, as ``time_step`` does) and counts the PyTorch operations dispatched
+    (each one a kernel launch on a GPU: the fixed cost every micro-step pays) and the floating-point operations of
+    its matrix products (``torch.utils.flop_counter.FlopCounterMode``: 2 x m x n x k per product), which depend only on
+    the samples, not on how they are split.
+
+    Args:
+        inputs, labels: one effective batch, ``[E, ...]``; E must be divisible by ``accum_steps``.
+
+    Returns:
+        ``(operations, flops)``: ATen operations dispatched, and FLOPs of the forward and backward passes.
+
+    Raises:
+        ValueError: bad ``accum_steps`` or E not divisible by it.
+    """
+    from torch.utils.flop_counter import FlopCounterMode
+
+    class _OperationCounter(TorchDispatchMode):
+        def __init__(self) -> None:
+            super().__init__()
+            self.operations = 0
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            self.operations += 1
+            return func(*args, **(kwargs or {}))
+
+    micro, _ = _micro_batches(inputs, labels, accum_steps)
+    items = _window_items(labels, False)
+    with FlopCounterMode(display=False) as flops, _OperationCounter() as counter:
+        _accumulated_step(model, optimizer, micro, loss_fn, items)
+    return counter.operations, int(flops.get_total_flops())
 
 
 def _is_fake(t: torch.Tensor) -> bool:
