@@ -27,7 +27,11 @@ def _run(path: Path, tmp_path: Path | None = None, **kwargs):
 
 
 def _explain(run) -> str:
-    return f"nbval exit {run.returncode}; failed cells {run.failed_cells}\n{run.output[-6000:]}"
+    """The first failure's report (the cause) and the end of the output (the summary)."""
+    out = run.output
+    start = out.find("____")  # nbval's first failure section
+    head = out[start : start + 6000] if start >= 0 else ""
+    return f"nbval exit {run.returncode}; failed cells {run.failed_cells}\n{head}\n[...]\n{out[-3000:]}"
 
 
 def test_exercises_are_generated_from_current_solutions():

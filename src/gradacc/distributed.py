@@ -31,7 +31,7 @@ import time
 from collections.abc import Iterator, Sequence
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import torch
 
@@ -46,6 +46,7 @@ __all__ = [
     "effective_batch_size",
     "AllReduceCounter",
     "single_process_group",
+    "exit_worker",
     "TOKEN_LABEL_COUNTS",
     "token_windows",
     "token_vocab_size",
@@ -205,6 +206,12 @@ def _wait(proc: subprocess.Popen, timeout: float, label: str | None) -> tuple[st
                 bar.refresh()
 
 
+_RETIRED_GROUPS: list[Any] = []
+"""Groups made by ``single_process_group``, kept after ``destroy_process_group``: their C++ object is then never
+destroyed while the kernel runs. Its destructor joins its gloo threads; run from the last
+``DistributedDataParallel`` that referenced the group (``~Reducer``, GIL held), it waited forever for a gloo thread that
+needed the GIL (issue 11, seen with py-spy). Each kept group holds 3 idle threads."""
+
 SINGLE_PROCESS_TIMEOUT_S = 30.0
 """Seconds a collective of ``single_process_group`` may wait before it raises."""
 
@@ -238,7 +245,25 @@ def single_process_group(backend: str = "gloo") -> Iterator[Any]:
         yield dist.group.WORLD
     finally:
         if created:
+            _RETIRED_GROUPS.append(dist.group.WORLD)
             dist.destroy_process_group()
+
+
+def exit_worker(code: int) -> NoReturn:
+    """End a worker process that used gloo: flush stdout and stderr, then ``os._exit(code)``, without finalizing Python.
+
+    Workaround for a PyTorch bug (torch 2.13, gloo): after ``destroy_process_group()`` the group's worker threads can
+    still be running (a ``DistributedDataParallel`` keeps the group alive), and one that must take the GIL while the
+    interpreter finalizes (to free a tensor or a callback it holds last) aborts the process: ``terminate called without
+    an active exception``, SIGABRT, a failed run although every result was written. Measured here: 1 run in 12 of
+    ``run_ddp_lesson`` on 2 busy cores. ``tests/test_distributed.py`` pins the bug (the process still aborts when a
+    gloo thread needs the GIL at exit); PyTorch's attempted fix was an atexit ``destroy_process_group``
+    (pytorch/pytorch#179291, abandoned). Call it only after the results are written and the group destroyed.
+    """
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(code)
 
 
 def _worker_env() -> dict[str, str]:
