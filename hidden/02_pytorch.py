@@ -1,23 +1,14 @@
-"""Hidden checks of exercises/02_pytorch.ipynb, run by `gradacc grade` (README: "Instructor's guide").
+"""Hidden checks of exercises/02_pytorch.ipynb, run by `gradacc grade` (README: "Hidden checks").
 
-The preamble (this part) runs before every block; each `# %% hidden X.Y` block becomes a cell right after check cell
-X.Y of the merged notebook and runs in a copy of the notebook's namespace, with GRADACC_SEED (a new int per grading
-run) defined. A block PRINTS the student's results on inputs drawn from GRADACC_SEED, never a verdict: the grader
-compares the text with what the reference solution prints for the same seed (numbers within one unit of the last
-printed digit), so printing the expected line, patching gradacc.checks or silencing stdout cannot pass it.
+Every block runs after the shared preamble `gradacc.grading.merge.HIDDEN_PREAMBLE` (`rng`, `quietly`, `weights`)
+and this file's own preamble, and PRINTS the student's results on inputs drawn from `rng`, never a verdict.
 """
-# ruff: noqa: F821 - GRADACC_SEED and the student's functions come from the notebook
-
-import random
+# ruff: noqa: F821 - rng, quietly, weights and the student's functions come from the notebook and the preamble
 
 import torch
 
-from gradacc.checks import quietly
-from gradacc.checks import weights_fingerprint as weights
 from gradacc.data import digits_loader, load_digits_tensors
 from gradacc.models import make_digits_model
-
-rng = random.Random(GRADACC_SEED)
 
 # %% hidden 2.1
 x, y = load_digits_tensors()

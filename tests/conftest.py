@@ -33,7 +33,7 @@ def _append(record: dict) -> None:
 
 
 def record_notebook_run(name: str, run) -> None:
-    """Remember one ``gradacc.notebooks.NbvalRun`` for the end-of-session report."""
+    """Remember one ``gradacc.course.notebooks.NbvalRun`` for the end-of-session report."""
     _append({"notebook": name, "wall_s": run.wall_s, "peak_mib": run.peak_mib, "rc": run.returncode})
 
 

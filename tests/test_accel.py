@@ -1,4 +1,4 @@
-"""Unit tests of gradacc.accel and gradacc.accel_train: the Accelerate facts lesson 04 relies on (accelerate 1.15)."""
+"""Unit tests of gradacc.accelerate and gradacc.workers.accelerate_train: the Accelerate facts lesson 04 relies on (accelerate 1.15)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from gradacc.accel import (
+from gradacc.accelerate import (
     micro_batch_sizes,
     reset_accelerate_state,
     train_with_accelerate,
@@ -169,7 +169,8 @@ def test_reset_allows_a_different_mixed_precision():
 
 
 def test_script_writes_weights_that_round_trip(tmp_path):
-    from gradacc.accel_train import main, read_result
+    from gradacc.accelerate import read_result
+    from gradacc.workers.accelerate_train import main
 
     out = tmp_path / "run.json"
     assert main(["--accum-steps", "4", "--n-samples", "160", "--output", str(out), "--expect-processes", "1"]) == 0
@@ -186,19 +187,20 @@ def test_script_writes_weights_that_round_trip(tmp_path):
 
 @pytest.mark.slow
 def test_two_launched_cpu_processes_match_one(tmp_path):
-    """What the docstring of gradacc.accel_train promises: 2 processes x 16 samples = 1 process x 32 (about 30 s)."""
+    """What the docstring of gradacc.workers.accelerate_train promises: 2 processes x 16 samples = 1 process x 32 (about 30 s)."""
     import os
     import subprocess
     import sys
 
-    from gradacc.accel_train import main, read_result
+    from gradacc.accelerate import read_result
+    from gradacc.workers.accelerate_train import main
 
     one = tmp_path / "one.json"
     assert main(["--micro-batch-size", "32", "--n-samples", "320", "--output", str(one)]) == 0
     two = tmp_path / "two.json"
     launch = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2"]
     launch += ["--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no", "--main_process_port", "0"]
-    cmd = launch + ["-m", "gradacc.accel_train", "--micro-batch-size", "16", "--n-samples", "320"]
+    cmd = launch + ["-m", "gradacc.workers.accelerate_train", "--micro-batch-size", "16", "--n-samples", "320"]
     cmd += ["--expect-processes", "2", "--output", str(two)]
     env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "OMP_NUM_THREADS": "1"}
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
@@ -250,7 +252,7 @@ def _epoch_plain_backward(accelerator, model, optimizer, loader, max_norm):
 
 
 def test_check_4_1_accepts_the_answer_and_rejects_wrong_loops(capsys):
-    from gradacc.checks.lesson04 import check_train_epoch
+    from gradacc.course.checks.lesson04 import check_train_epoch
 
     check_train_epoch(_epoch_right)
     assert capsys.readouterr().out == "Exercise 4.1: correct\n"
@@ -261,7 +263,7 @@ def test_check_4_1_accepts_the_answer_and_rejects_wrong_loops(capsys):
 
 
 def test_check_4_2_accepts_the_answer_and_rejects_wrong_scales(capsys):
-    from gradacc.checks.lesson04 import check_window_loss_scale, reference_window_loss_scale
+    from gradacc.course.checks.lesson04 import check_window_loss_scale, reference_window_loss_scale
 
     assert [reference_window_loss_scale(i, 10, 4) for i in range(10)] == [1.0] * 8 + [2.0, 2.0]
     assert [reference_window_loss_scale(i, 5, 8) for i in range(5)] == [1.6] * 5

@@ -11,7 +11,8 @@ import pytest
 from conftest import ROOT
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
 
-from gradacc.badges import (
+from gradacc.cli import main
+from gradacc.course.badges import (
     BADGES_ID,
     NAV_ID,
     Repository,
@@ -20,8 +21,7 @@ from gradacc.badges import (
     refresh_readme,
     retarget_badges,
 )
-from gradacc.cli import main
-from gradacc.notebooks import generate_exercise, stale_exercises, write_exercises
+from gradacc.course.notebooks import generate_exercise, stale_exercises, write_exercises
 
 REPO = "https://github.com/gradacc-course/gradient-accumulation"
 COLAB = "https://colab.research.google.com/github/gradacc-course/gradient-accumulation/blob/main/"
@@ -59,7 +59,7 @@ def _solution(title: str):
         metadata={"tags": ["solution"]},
     )
     check = new_code_cell(
-        "from gradacc.checks import report\nreport('1.1', f(2) == 4)",
+        "from gradacc.course.checks import report\nreport('1.1', f(2) == 4)",
         id="ex-1-1-check",
         metadata={"tags": ["check", "nbval-check-output"], "gradacc": {"check": "1.1", "points": 1}},
         outputs=[new_output("stream", name="stdout", text="Exercise 1.1: correct\n")],

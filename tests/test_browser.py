@@ -48,7 +48,7 @@ CHROMIUM_ARGS = [
     "--disable-component-update",
     "--no-first-run",
 ]
-# gradacc.widgets.fits_summary's sentence, as MemoryExplorer shows it
+# gradacc.plots.fits_summary's sentence, as MemoryExplorer shows it
 SENTENCE = re.compile(
     r"^N = (\d+) \(micro-batch \d+\): peak .+?, (fits|does not fit) in .+\. "
     r"(Smallest N that fits: \d+\.|No N up to \d+ fits.*\.)$"

@@ -7,7 +7,7 @@ import jax.numpy as jnp
 import pytest
 
 from gradacc import jaxacc
-from gradacc.checks.lesson06 import check_scan_accumulation, check_unequal_window
+from gradacc.course.checks.lesson06 import check_scan_accumulation, check_unequal_window
 
 grad_fn = jax.value_and_grad(jaxacc.sum_cross_entropy)
 

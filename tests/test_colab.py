@@ -26,7 +26,7 @@ from conftest import ROOT
 from packaging.requirements import Requirement
 from throwaway import pip_target
 
-from gradacc.badges import read_repository
+from gradacc.course.badges import read_repository
 
 NOTEBOOKS = sorted(
     p

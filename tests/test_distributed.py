@@ -1,4 +1,4 @@
-"""Unit tests of gradacc.distributed, gradacc.ddp_worker, gradacc.jax_dp_worker and the checks of lesson 07.
+"""Unit tests of gradacc.distributed, gradacc.workers.ddp, gradacc.workers.jax_dp and the checks of lesson 07.
 
 The tests marked ``slow`` start real processes (torchrun + 2 gloo workers, accelerate launch, a JAX process with 4
 CPU devices): 10-30 s each on a 2-core machine.
@@ -22,22 +22,24 @@ import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 from gradacc.accumulation import count_items, full_batch_gradients, max_abs_diff, sum_cross_entropy
-from gradacc.checks import lesson07
+from gradacc.course.checks import lesson07
 from gradacc.data import IGNORE_INDEX, load_digits_tensors, split_micro_batches
 from gradacc.distributed import (
     TOKEN_LABEL_COUNTS,
     AllReduceCounter,
-    WorkerError,
-    accelerate_launch_command,
     effective_batch_size,
-    free_port,
     run_accelerate_lesson,
     run_ddp_lesson,
     run_jax_devices,
-    run_processes,
     single_process_group,
     token_vocab_size,
     token_windows,
+)
+from gradacc.launch import (
+    WorkerError,
+    accelerate_launch_command,
+    free_port,
+    run_processes,
     torchrun_command,
 )
 from gradacc.models import TinyLM, make_digits_model
@@ -65,14 +67,14 @@ def test_effective_batch_size_and_its_errors():
 
 
 def test_launch_commands_use_the_given_port_and_the_right_launcher():
-    cmd = torchrun_command("gradacc.ddp_worker", ["--out", "x"], nproc_per_node=2, port=41234)
+    cmd = torchrun_command("gradacc.workers.ddp", ["--out", "x"], nproc_per_node=2, port=41234)
     assert cmd[:3] == [sys.executable, "-m", "torch.distributed.run"]
     assert "--master-port=41234" in cmd and "--master-addr=127.0.0.1" in cmd and "--nproc-per-node=2" in cmd
-    assert cmd[-4:] == ["-m", "gradacc.ddp_worker", "--out", "x"]
-    two = accelerate_launch_command("gradacc.accel_train", [], num_processes=2, port=41235)
+    assert cmd[-4:] == ["-m", "gradacc.workers.ddp", "--out", "x"]
+    two = accelerate_launch_command("gradacc.workers.accelerate_train", [], num_processes=2, port=41235)
     assert "--multi_gpu" in two and "--cpu" not in two  # --cpu would start ONE process (accelerate 1.15)
     assert "--main_process_port=41235" in two and "--num_processes=2" in two
-    one = accelerate_launch_command("gradacc.accel_train", [], num_processes=1, port=41236)
+    one = accelerate_launch_command("gradacc.workers.accelerate_train", [], num_processes=1, port=41236)
     assert "--cpu" in one and "--multi_gpu" not in one
     with pytest.raises(ValueError, match="nproc_per_node must be >= 1, got 0"):
         torchrun_command("m", [], nproc_per_node=0, port=1)
@@ -211,7 +213,7 @@ def test_single_process_group_is_made_and_removed():
 
 
 def test_allreduce_counter_sees_one_call_per_synchronizing_backward():
-    from gradacc.ddp_worker import accumulate_window
+    from gradacc.distributed import accumulate_window
 
     x, y = load_digits_tensors()
     micro_batches = split_micro_batches(x[:40], y[:40], 4)
@@ -273,7 +275,7 @@ def test_ddp_workers_reproduce_the_full_batch_and_count_allreduces():
 @pytest.mark.slow
 def test_a_failing_ddp_worker_surfaces_its_error():
     cmd = torchrun_command(
-        "gradacc.ddp_worker", ["--out=/nonexistent/x.pt", "--accum-steps=0"], nproc_per_node=2, port=free_port()
+        "gradacc.workers.ddp", ["--out=/nonexistent/x.pt", "--accum-steps=0"], nproc_per_node=2, port=free_port()
     )
     with pytest.raises(WorkerError) as info:
         run_processes(cmd, timeout=120, env={"OMP_NUM_THREADS": "1"}, what="torchrun (2 DDP workers)")
@@ -294,7 +296,7 @@ def test_jax_on_four_cpu_devices_matches_the_full_batch():
 
 @pytest.mark.slow
 def test_accelerate_launch_on_two_cpu_processes_matches_one_process():
-    from gradacc.accel import reset_accelerate_state, train_with_accelerate
+    from gradacc.accelerate import reset_accelerate_state, train_with_accelerate
 
     result = run_accelerate_lesson()
     assert result["num_processes"] == 2 and result["optimizer_steps"] == 2

@@ -1,11 +1,11 @@
-"""Unit tests of gradacc.environment: runtime detection, device pick, versions, requirements, memory limit."""
+"""Unit tests of gradacc.course.environment: runtime detection, device pick, versions, requirements, memory limit."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from gradacc.environment import (
+from gradacc.course.environment import (
     BINDER_ENV_VARS,
     describe_environment,
     library_versions,

@@ -1,4 +1,4 @@
-"""Exercise generation from solutions (gradacc.notebooks), on small notebooks built here."""
+"""Exercise generation from solutions (gradacc.course.notebooks), on small notebooks built here."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
 
 from gradacc.cli import main
-from gradacc.notebooks import check_cells, generate_exercise, stale_exercises, write_exercises
+from gradacc.course.notebooks import check_cells, generate_exercise, stale_exercises, write_exercises
 
 
 def _solution():
@@ -18,7 +18,7 @@ def _solution():
         outputs=[new_output("stream", name="stdout", text="noise\n")],
     )
     check = new_code_cell(
-        "from gradacc.checks import report\nreport('1.1', f(2) == 4)",
+        "from gradacc.course.checks import report\nreport('1.1', f(2) == 4)",
         id="ex-1-1-check",
         metadata={"tags": ["check", "nbval-check-output"], "gradacc": {"check": "1.1", "points": 2}},
         outputs=[new_output("stream", name="stdout", text="Exercise 1.1: correct\n")],

@@ -23,6 +23,7 @@ from conftest import ROOT
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
 
 from gradacc.cli import main
+from gradacc.course.notebooks import check_cells, generate_exercise
 from gradacc.grading import (
     STATUSES,
     GradingError,
@@ -36,7 +37,6 @@ from gradacc.grading import (
     read_submission,
     same_output,
 )
-from gradacc.notebooks import check_cells, generate_exercise
 
 # One xdist worker runs this whole module (Makefile: --dist loadgroup): the leftover-process check below looks for any
 # process in a grading folder, so a second grading run at the same time would look like a leftover.
@@ -85,7 +85,7 @@ def small_solution_01():
             _check_cell(
                 "1.1",
                 2,
-                "from gradacc.checks import close, run_check\n\n"
+                "from gradacc.course.checks import close, run_check\n\n"
                 'ok = run_check("1.1", lambda: close("weighted_mean([1, 3], [1, 3])", weighted_mean([1, 3], [1, 3]), 2.5, 1e-9))',
                 "ex-1-1-check",
             ),
@@ -114,7 +114,7 @@ def small_solution_02():
             _check_cell(
                 "2.1",
                 1,
-                'from gradacc.checks import close, run_check\n\nok = run_check("2.1", lambda: close("scale(8.0, 4)", scale(8.0, 4), 2.0, 0))',
+                'from gradacc.course.checks import close, run_check\n\nok = run_check("2.1", lambda: close("scale(8.0, 4)", scale(8.0, 4), 2.0, 0))',
                 "ex-2-1-check",
             ),
         ],
@@ -232,8 +232,8 @@ def build_corpus(root: Path) -> tuple[Path, Path, Path]:
 
     # Hostile answers that try to print the expected line themselves or to rewrite the check.
     patch = (
-        "import gradacc.checks\n\ndef weighted_mean(values, weights):\n    return 0.0\n\n"
-        "gradacc.checks.run_check = lambda exercise, body: print(f'Exercise {exercise}: correct')\n"
+        "import gradacc.course.checks\n\ndef weighted_mean(values, weights):\n    return 0.0\n\n"
+        "gradacc.course.checks.run_check = lambda exercise, body: print(f'Exercise {exercise}: correct')\n"
     )
     _write(_answered(ex1, {"ex-1-1-solution": patch}), subs / "tamper_patch" / n)
     silence = (
@@ -387,7 +387,7 @@ def test_wrong_exercise_duplicates_and_stray_files(book):
 @pytest.mark.notebook
 def test_tampering_with_the_kernel_earns_nothing(book):
     for student, flag in (
-        ("tamper_patch", "gradacc.checks"),
+        ("tamper_patch", "gradacc.course.checks"),
         ("tamper_print", "stdout/stderr"),
         ("tamper_read", "notebook files"),
     ):
@@ -474,7 +474,7 @@ def test_cli_exit_codes(corpus, tmp_path, monkeypatch, capsys):
     def broken(*a, **k):
         raise RuntimeError("simulated grader bug")
 
-    monkeypatch.setattr("gradacc.grading._run_merged", broken)
+    monkeypatch.setattr("gradacc.grading.score._run_merged", broken)
     assert main(args) == 1
     with out.open() as f:
         rows = {r["student"]: r for r in csv.DictReader(f)}
@@ -653,7 +653,7 @@ def test_readme_documents_every_status_and_the_hidden_format():
 
 
 def test_a_tampered_capture_file_cannot_crash_the_grader():
-    from gradacc.grading import _clean_capture
+    from gradacc.grading.run import _clean_capture
 
     cleaned = _clean_capture({"cells": {"check:1.1": 5, "hidden:1.1:0": {"error": "x"}}, "events": [1, {"kind": 3}]})
     assert cleaned["cells"]["check:1.1"] == {"stdout": "", "stderr": "", "error": None}

@@ -1,7 +1,7 @@
 """Repository hygiene: ruff over code and notebooks, committed notebooks clean and small.
 
 A committed notebook is clean when it is exactly what ``gradacc execute`` / ``gradacc exercises`` write: no widget state,
-no per-cell execution metadata, kernel metadata normalized (``gradacc.notebooks.clean_notebook``), valid nbformat, and
+no per-cell execution metadata, kernel metadata normalized (``gradacc.course.notebooks.clean_notebook``), valid nbformat, and
 serialized the way nbformat writes it. Lessons keep their outputs (learners read them on GitHub), so outputs are checked
 too: no figure over 200 KiB, no error output outside cells tagged ``raises-exception``, and no path of the machine that
 ran them (a warning or traceback printed by the maintainer's environment).
@@ -21,7 +21,7 @@ import nbformat
 import pytest
 from conftest import ROOT
 
-from gradacc.notebooks import clean_notebook
+from gradacc.course.notebooks import clean_notebook
 
 NOTEBOOKS = sorted(
     p

@@ -340,7 +340,7 @@ def _line(capsys, check, answer) -> str:
 
 
 def test_check_3_1_micro_batch_activation(capsys):
-    from gradacc.checks.lesson03 import check_micro_batch_activation_mib as check
+    from gradacc.course.checks.lesson03 import check_micro_batch_activation_mib as check
 
     assert _line(capsys, check, _activation) == "Exercise 3.1: correct"
     forgot_n = _line(capsys, check, lambda p, e, n: _activation(p, e, n) * n)
@@ -353,7 +353,7 @@ def test_check_3_1_micro_batch_activation(capsys):
 
 
 def test_check_3_2_smallest_fitting_n(capsys):
-    from gradacc.checks.lesson03 import check_smallest_fitting_n as check
+    from gradacc.course.checks.lesson03 import check_smallest_fitting_n as check
 
     assert _line(capsys, check, _smallest) == "Exercise 3.2: correct"
     strict = _line(
@@ -378,7 +378,7 @@ def test_check_3_2_smallest_fitting_n(capsys):
 
 
 def test_check_3_3_peak_counter(capsys):
-    from gradacc.checks.lesson03 import check_peak_counter as check
+    from gradacc.course.checks.lesson03 import check_peak_counter as check
 
     assert _line(capsys, check, _Counter) == "Exercise 3.3: correct"
     views = _line(capsys, check, lambda: _Counter(count_views=True))

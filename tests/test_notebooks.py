@@ -11,7 +11,7 @@ import nbformat
 import pytest
 from conftest import ROOT, record_notebook_run
 
-from gradacc.notebooks import check_cells, run_nbval, stale_exercises
+from gradacc.course.notebooks import check_cells, run_nbval, stale_exercises
 
 PEAK_LIMIT_MIB = 1536  # Binder gives learners about 2 GB; the kernel must stay well under it
 LESSONS = sorted((ROOT / "lessons").glob("*.ipynb"))

@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 
 from gradacc.accumulation import full_batch_gradients, max_abs_diff
-from gradacc.checks import lesson08
+from gradacc.course.checks import lesson08
 from gradacc.data import load_digits_tensors, split_micro_batches
 from gradacc.graphs import SavedTensorMeter
 from gradacc.models import make_digits_model

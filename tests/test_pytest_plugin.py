@@ -7,7 +7,7 @@ import sys
 
 import nbformat
 
-from gradacc.pytest_plugin import OUTPUT_TIMEOUT_S
+from gradacc.course.pytest_plugin import OUTPUT_TIMEOUT_S
 
 
 def _output_timeouts(tmp_path, *args: str) -> list[str]:

@@ -206,7 +206,7 @@ def _lm_loss_counts_unshifted(outputs, labels, num_items_in_batch=None):
 
 
 def test_check_5_1_accepts_the_answer_and_rejects_wrong_losses(capsys):
-    from gradacc.checks.lesson05 import check_causal_lm_loss
+    from gradacc.course.checks.lesson05 import check_causal_lm_loss
 
     check_causal_lm_loss(_lm_loss_right)
     assert capsys.readouterr().out == "Exercise 5.1: correct\n"
@@ -224,7 +224,7 @@ def test_check_5_1_accepts_the_answer_and_rejects_wrong_losses(capsys):
 def test_check_5_2_accepts_fixed_trainers_and_rejects_the_default(capsys):
     from transformers import Trainer
 
-    from gradacc.checks.lesson05 import check_fixed_trainer
+    from gradacc.course.checks.lesson05 import check_fixed_trainer
 
     def by_flag(model, args, train_dataset, data_collator):
         model.accepts_loss_kwargs = False

@@ -9,7 +9,8 @@ import pytest
 
 import gradacc.widgets as widgets
 from gradacc.memory import StepConfig, measure_config, profile_config
-from gradacc.widgets import ACCUM_OPTIONS, MemoryExplorer, fits_summary, format_mib
+from gradacc.plots import fits_summary, format_mib
+from gradacc.widgets import ACCUM_OPTIONS, MemoryExplorer
 
 DEFAULT = StepConfig()
 

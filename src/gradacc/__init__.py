@@ -1,9 +1,19 @@
-"""gradacc: the helper package of the gradient-accumulation course.
+"""gradacc: the helper package of the gradient-accumulation course, in three rooms.
 
-One module per concern (see ../../README.md): ``data`` (real datasets that ship offline, seeded loaders, micro-batch
-splitting), ``models`` (the small models the lessons share), ``accumulation`` (reference accumulation code),
-``checks`` (what exercise check cells call), ``notebooks`` (exercise generation, execution, nbval runs) and ``cli``.
-Heavy optional libraries (jax, transformers, accelerate) are imported only by the modules that need them.
+1. **What the lessons teach and measure** (this folder's modules): ``data`` (real datasets that ship offline, seeded
+   loaders, micro-batch splitting), ``models`` (every model the lessons share), ``accumulation`` (the plain-PyTorch
+   reference loop), ``memory/`` (measuring and predicting a step's memory), the frameworks ``accelerate``,
+   ``trainer``, ``jaxacc``, ``distributed`` (launching real processes, DDP accumulation), ``pitfalls``, ``graphs``,
+   and ``widgets`` and ``bench``. Lessons import these. They never import ``course``, ``grading`` or ``workers``.
+2. **How the course is made and checked**: ``course/`` (``notebooks``: exercise generation, execution, nbval runs;
+   ``badges``; ``environment``; ``checks/``: what exercise check cells call; ``pytest_plugin``; ``cli``). It may
+   import the teaching modules; nothing teaching imports it (exercises and lesson 00 do, as notebooks).
+3. **How a class is graded**: ``grading/``. It may import ``course`` (never the other way) and no teaching module.
+
+``workers/`` holds the programs that run as processes of their own (``python -m gradacc.workers.ddp`` ...); they
+import teaching modules, and nothing imports them. ``cli`` only wires the sub-commands each room defines.
+``tests/test_layout.py`` enforces these rules. Heavy optional libraries (jax, transformers, accelerate) are imported
+only by the modules that need them.
 """
 
 __version__ = "0.1.0"

@@ -98,7 +98,7 @@ def _pytorch_row(config: StepConfig, n: int, repeats: int) -> dict:
 def _accelerate_row(config: StepConfig, n: int, repeats: int) -> dict:
     from accelerate import Accelerator
 
-    from .accel import reset_accelerate_state
+    from .accelerate import reset_accelerate_state
 
     micro = check_divisible(config.effective_batch_size, n)
     reset_accelerate_state()  # Accelerate's state is process-wide: a fresh one for every N

@@ -3,14 +3,15 @@
 Three launchers, each a real multi-process run started from a notebook with a time limit:
 
 * ``run_ddp_lesson``: ``torchrun`` (``python -m torch.distributed.run``) starts ``world_size`` processes of
-  ``python -m gradacc.ddp_worker``; PyTorch ``DistributedDataParallel`` with the gloo backend on CPU (NCCL on GPUs).
-* ``run_accelerate_lesson``: ``accelerate launch`` starts the lesson-04 training script ``gradacc.accel_train``.
+  ``python -m gradacc.workers.ddp``; PyTorch ``DistributedDataParallel`` with the gloo backend on CPU (NCCL on GPUs).
+* ``run_accelerate_lesson``: ``accelerate launch`` starts the lesson-04 training script ``gradacc.workers.accelerate_train``.
 * ``run_jax_devices``: one process with ``XLA_FLAGS=--xla_force_host_platform_device_count=D`` (``D`` CPU devices),
-  running ``python -m gradacc.jax_dp_worker``.
+  running ``python -m gradacc.workers.jax_dp``.
 
 Every run gets a free TCP port on 127.0.0.1 (never a fixed one: runs may happen in parallel), writes its result to a
-file in a temporary folder, and is killed with all its descendants when it runs past ``timeout`` (seconds) or when the
-caller is interrupted. A failing run raises ``WorkerError`` carrying the tail of the workers' stderr.
+file in a temporary folder, and is started by ``gradacc.launch.run_processes``: killed with all its descendants when it
+runs past ``timeout`` (seconds) or when the caller is interrupted; a failing run raises ``WorkerError`` carrying the
+tail of the workers' stderr. In one process, ``single_process_group`` lets DDP run inside a notebook kernel.
 
 Terms: ``micro_batch_size`` (samples per forward/backward on one process), ``accum_steps`` (N, micro-steps per
 optimizer step), ``world_size`` (processes); effective batch size = micro_batch_size x accum_steps x world_size.
@@ -22,188 +23,36 @@ import contextlib
 import json
 import os
 import shlex
-import signal
-import socket
-import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Iterator, Sequence
 from datetime import timedelta
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 import torch
+import torch.distributed as dist
+from torch import nn
 
+from .accumulation import Batch, LossFn, count_items, sum_cross_entropy
 from .data import check_accum_steps
+from .launch import WorkerError, _worker_env, accelerate_launch_command, free_port, run_processes, torchrun_command
 
 __all__ = [
-    "WorkerError",
-    "free_port",
-    "run_processes",
-    "torchrun_command",
-    "accelerate_launch_command",
+    "SINGLE_PROCESS_TIMEOUT_S",
+    "single_process_group",
     "effective_batch_size",
     "AllReduceCounter",
-    "single_process_group",
-    "exit_worker",
+    "WEIGHTINGS",
+    "accumulate_window",
     "TOKEN_LABEL_COUNTS",
-    "token_windows",
     "token_vocab_size",
+    "token_windows",
     "run_ddp_lesson",
     "run_accelerate_lesson",
     "run_jax_devices",
 ]
-
-
-class WorkerError(RuntimeError):
-    """A launched run failed (non-zero exit) or ran past its time limit.
-
-    Attributes:
-        cmd: the command that was run (a list of strings).
-        returncode: its exit status (``None`` when it was killed for running past the limit).
-        stdout, stderr: everything it printed (the message shows the last lines of ``stderr``).
-    """
-
-    def __init__(self, message: str, cmd: Sequence[str], returncode: int | None, stdout: str, stderr: str) -> None:
-        super().__init__(message)
-        self.cmd = list(cmd)
-        self.returncode = returncode
-        self.stdout = stdout
-        self.stderr = stderr
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port on ``host`` that is free right now (the OS picks it: bind to port 0, read it, close).
-
-    Another process could take it before the launcher binds it; the window is milliseconds, and each run asks for its
-    own port, so parallel runs (tests, several notebooks) do not collide on a fixed port such as 29500.
-    """
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        return int(sock.getsockname()[1])
-
-
-def _tail(text: str, lines: int = 40, chars: int = 6000) -> str:
-    return "\n".join(text.strip().splitlines()[-lines:])[-chars:]
-
-
-def _kill_tree(proc: subprocess.Popen, grace_s: float = 5.0) -> None:
-    """Stop ``proc`` and every process it started, even those in their own sessions (torchrun's workers are)."""
-    import psutil
-
-    parent: psutil.Process | None
-    try:
-        parent = psutil.Process(proc.pid)
-        family = [parent, *parent.children(recursive=True)]
-    except psutil.Error:
-        parent, family = None, []
-    # SIGTERM first: torchrun and accelerate forward it to their workers and exit cleanly.
-    for p in family:
-        with contextlib.suppress(psutil.Error):
-            p.terminate()
-    _, alive = psutil.wait_procs(family, timeout=grace_s)
-    if parent is not None:
-        with contextlib.suppress(psutil.Error):
-            alive += [c for c in parent.children(recursive=True) if c not in alive]  # started during the grace
-    for p in alive:
-        with contextlib.suppress(psutil.Error):
-            p.kill()
-    psutil.wait_procs(alive, timeout=grace_s)
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(proc.pid, signal.SIGKILL)  # anything left in the launcher's own session
-    with contextlib.suppress(subprocess.TimeoutExpired):
-        proc.wait(timeout=grace_s)
-
-
-def run_processes(
-    cmd: Sequence[str],
-    *,
-    timeout: float,
-    env: dict[str, str] | None = None,
-    cwd: str | Path | None = None,
-    what: str = "workers",
-    progress: bool = False,
-) -> subprocess.CompletedProcess:
-    """Run a launcher command to completion and return its output; never leave processes behind.
-
-    The command runs in its own session with stdout and stderr captured (text). On time-out, on a non-zero exit and
-    when the caller is interrupted (``KeyboardInterrupt``: the notebook's stop button), the launcher and all its
-    descendants are stopped (SIGTERM, then SIGKILL after 5 s).
-
-    Args:
-        cmd: the program and its arguments.
-        timeout: wall-clock limit in seconds (> 0).
-        env: variables added to (or replacing those of) this process's environment.
-        cwd: working directory of the command.
-        what: a name for error messages and the progress bar (e.g. ``"torchrun (2 DDP workers)"``).
-        progress: show the elapsed seconds while waiting (``tqdm.auto``, on stderr).
-
-    Returns:
-        The ``subprocess.CompletedProcess`` (``returncode`` 0, ``stdout``, ``stderr``).
-
-    Raises:
-        ValueError: ``timeout <= 0`` or an empty command.
-        WorkerError: non-zero exit status or time-out; the message holds the last 40 lines of stderr.
-    """
-    if timeout <= 0:
-        raise ValueError(f"timeout must be > 0 seconds, got {timeout}")
-    if not cmd:
-        raise ValueError("cmd must name a program to run, got an empty command")
-    proc = subprocess.Popen(
-        list(cmd),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**os.environ, **(env or {})},
-        cwd=cwd,
-        start_new_session=True,
-    )
-    try:
-        stdout, stderr = _wait(proc, timeout, what if progress else None)
-    except subprocess.TimeoutExpired:
-        _kill_tree(proc)
-        stdout, stderr = proc.communicate()
-        raise WorkerError(
-            f"{what}: ran past the {timeout:g} s limit, stopped with all its processes (command: {shlex.join(cmd)}). "
-            f"Last lines of stderr:\n{_tail(stderr) or '(nothing)'}",
-            cmd,
-            None,
-            stdout,
-            stderr,
-        ) from None
-    except BaseException:  # KeyboardInterrupt and friends: clean up, then let it propagate
-        _kill_tree(proc)
-        raise
-    if proc.returncode != 0:
-        _kill_tree(proc)  # normally nothing is left; make sure
-        raise WorkerError(
-            f"{what}: failed with exit status {proc.returncode} (command: {shlex.join(cmd)}). "
-            f"Last lines of stderr:\n{_tail(stderr) or '(nothing)'}",
-            cmd,
-            proc.returncode,
-            stdout,
-            stderr,
-        )
-    return subprocess.CompletedProcess(list(cmd), proc.returncode, stdout, stderr)
-
-
-def _wait(proc: subprocess.Popen, timeout: float, label: str | None) -> tuple[str, str]:
-    """``proc.communicate(timeout=...)``, ticking a tqdm bar of elapsed seconds when ``label`` is given."""
-    if label is None:
-        return proc.communicate(timeout=timeout)
-    from tqdm.auto import tqdm
-
-    deadline = time.monotonic() + timeout
-    with tqdm(desc=f"running {label}", bar_format="{desc}: {elapsed}", leave=False) as bar:
-        while True:
-            try:
-                return proc.communicate(timeout=min(0.5, max(deadline - time.monotonic(), 0.01)))
-            except subprocess.TimeoutExpired:
-                if time.monotonic() >= deadline:
-                    raise
-                bar.update(0)
-                bar.refresh()
 
 
 _RETIRED_GROUPS: list[Any] = []
@@ -211,6 +60,7 @@ _RETIRED_GROUPS: list[Any] = []
 destroyed while the kernel runs. Its destructor joins its gloo threads; run from the last
 ``DistributedDataParallel`` that referenced the group (``~Reducer``, GIL held), it waited forever for a gloo thread that
 needed the GIL (issue 11, seen with py-spy). Each kept group holds 3 idle threads."""
+
 
 SINGLE_PROCESS_TIMEOUT_S = 30.0
 """Seconds a collective of ``single_process_group`` may wait before it raises."""
@@ -231,7 +81,6 @@ def single_process_group(backend: str = "gloo") -> Iterator[Any]:
     Raises:
         ValueError: a backend other than ``"gloo"`` (the one that works on every machine).
     """
-    import torch.distributed as dist
 
     if backend != "gloo":
         raise ValueError(f"single_process_group supports backend='gloo' only, got {backend!r}")
@@ -247,95 +96,6 @@ def single_process_group(backend: str = "gloo") -> Iterator[Any]:
         if created:
             _RETIRED_GROUPS.append(dist.group.WORLD)
             dist.destroy_process_group()
-
-
-def exit_worker(code: int) -> NoReturn:
-    """End a worker process that used gloo: flush stdout and stderr, then ``os._exit(code)``, without finalizing Python.
-
-    Workaround for a PyTorch bug (torch 2.13, gloo): after ``destroy_process_group()`` the group's worker threads can
-    still be running (a ``DistributedDataParallel`` keeps the group alive), and one that must take the GIL while the
-    interpreter finalizes (to free a tensor or a callback it holds last) aborts the process: ``terminate called without
-    an active exception``, SIGABRT, a failed run although every result was written. Measured here: 1 run in 12 of
-    ``run_ddp_lesson`` on 2 busy cores. ``tests/test_distributed.py`` pins the bug (the process still aborts when a
-    gloo thread needs the GIL at exit); PyTorch's attempted fix was an atexit ``destroy_process_group``
-    (pytorch/pytorch#179291, abandoned). Call it only after the results are written and the group destroyed.
-    """
-    for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(Exception):
-            stream.flush()
-    os._exit(code)
-
-
-def _worker_env() -> dict[str, str]:
-    # One thread per worker: 2 workers on 2 cores, and torchrun does not print its OMP_NUM_THREADS warning.
-    # PYTHONWARNINGS keeps library deprecation chatter out of the captured stderr.
-    return {"OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1", "PYTHONWARNINGS": "ignore"}
-
-
-def torchrun_command(
-    module: str, module_args: Sequence[str], *, nproc_per_node: int, port: int, host: str = "127.0.0.1"
-) -> list[str]:
-    """The ``torchrun`` command line (one machine) that starts ``nproc_per_node`` copies of ``python -m module``.
-
-    Equivalent to ``torchrun --nnodes=1 --nproc-per-node=P --master-addr=HOST --master-port=PORT -m module ARGS``;
-    it is spelled ``python -m torch.distributed.run`` so it uses this interpreter. torchrun sets ``RANK``,
-    ``LOCAL_RANK``, ``WORLD_SIZE``, ``MASTER_ADDR`` and ``MASTER_PORT`` for each worker; ``init_process_group``
-    reads them. On several machines the same script runs with ``--nnodes``, ``--node-rank`` or ``--rdzv-backend=c10d
-    --rdzv-endpoint=HOST:PORT --rdzv-id=JOB`` (see lesson 07, section 6).
-
-    Raises:
-        ValueError: ``nproc_per_node < 1``.
-    """
-    if nproc_per_node < 1:
-        raise ValueError(f"nproc_per_node must be >= 1, got {nproc_per_node}")
-    return [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        "--nnodes=1",
-        f"--nproc-per-node={nproc_per_node}",
-        f"--master-addr={host}",
-        f"--master-port={port}",
-        "-m",
-        module,
-        *module_args,
-    ]
-
-
-def accelerate_launch_command(
-    module: str, module_args: Sequence[str], *, num_processes: int, port: int, host: str = "127.0.0.1"
-) -> list[str]:
-    """The ``accelerate launch`` command line that starts ``num_processes`` processes of ``python -m module``.
-
-    With more than one process it passes ``--multi_gpu``: that selects Accelerate's torchrun-based launcher, and on a
-    machine without GPUs each process's ``Accelerator`` then runs as ``MULTI_CPU`` with the gloo backend. The other
-    spelling, ``accelerate launch --cpu --num_processes 2``, selects the "simple" launcher, which starts ONE process
-    unless MPI is configured (``--mpirun_hostfile``): measured with accelerate 1.15, the script saw
-    ``num_processes == 1``. Every setting is passed explicitly so no ``accelerate config`` file is read and no
-    "defaults used" warning is printed.
-
-    Raises:
-        ValueError: ``num_processes < 1``.
-    """
-    if num_processes < 1:
-        raise ValueError(f"num_processes must be >= 1, got {num_processes}")
-    mode = ["--multi_gpu"] if num_processes > 1 else ["--cpu"]
-    return [
-        sys.executable,
-        "-m",
-        "accelerate.commands.launch",
-        *mode,
-        f"--num_processes={num_processes}",
-        "--num_machines=1",
-        "--mixed_precision=no",
-        "--dynamo_backend=no",
-        "--num_cpu_threads_per_process=1",
-        f"--main_process_ip={host}",
-        f"--main_process_port={port}",
-        "-m",
-        module,
-        *module_args,
-    ]
 
 
 def effective_batch_size(micro_batch_size: int, accum_steps: int, world_size: int) -> int:
@@ -394,8 +154,6 @@ class AllReduceCounter:
 
         ``state`` is the process group to use (``None``: the default group), as for DDP's default hooks.
         """
-        import torch.distributed as dist
-
         group = state if state is not None else dist.group.WORLD
         buffer = bucket.buffer()
         self.calls += 1
@@ -409,9 +167,80 @@ class AllReduceCounter:
         return future
 
 
+WEIGHTINGS = ("global_items", "local_items")
+"""How ``accumulate_window`` scales each micro-batch's summed loss:
+
+* ``"global_items"``: by ``world_size / items in the window on ALL ranks`` (the count is all-reduced). DDP averages
+  the ranks' gradients (divides their sum by world_size), so the result is the gradient of
+  ``sum of every item loss / every item``: the big-batch gradient, whatever the counts per rank.
+* ``"local_items"``: by ``1 / items in this rank's window``: each rank's gradient is its own mean, and DDP's average
+  is the MEAN OF PER-RANK MEANS, which over-weights the items of ranks that hold few of them.
+"""
+
+
+def accumulate_window(
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer | None,
+    micro_batches: Sequence[Batch],
+    *,
+    use_no_sync: bool = True,
+    weighting: str = "global_items",
+    loss_fn: LossFn = sum_cross_entropy,
+) -> dict[str, float | int]:
+    """One accumulation window on a DDP model: N micro-steps, the first N-1 inside ``no_sync()``, one optimizer step.
+
+    ``no_sync()`` turns off DDP's gradient all-reduce for the backward passes inside it; gradients accumulate locally
+    in ``.grad``. The backward of the last micro-step runs outside it and all-reduces the accumulated gradients once
+    (what each rank adds up is linear, so reducing once at the end gives the same sum as reducing every micro-step).
+
+    Args:
+        model: a ``DistributedDataParallel`` model (``no_sync`` is used only if ``use_no_sync``).
+        optimizer: stepped once and zeroed after the window; ``None`` leaves the gradients in ``.grad``.
+        micro_batches: this rank's micro-batches of the window, N >= 1 ``(inputs, labels)`` pairs.
+        use_no_sync: ``False`` all-reduces after every micro-step (N times as many all-reduces, same result).
+        weighting: see ``WEIGHTINGS``.
+        loss_fn: SUMMED loss of a micro-batch (default ``gradacc.accumulation.sum_cross_entropy``).
+
+    Returns:
+        ``{"local_items", "global_items", "loss"}``: items on this rank, items on all ranks, and the window's mean
+        loss per item over all ranks (a float, computed with one extra all-reduce of ``[loss sum, items]``).
+
+    Raises:
+        ValueError: no micro-batches, an unknown ``weighting``, or ``use_no_sync`` on a model without ``no_sync``.
+    """
+    if len(micro_batches) == 0:
+        raise ValueError("a window needs at least one micro-batch, got none")
+    if weighting not in WEIGHTINGS:
+        raise ValueError(f"weighting must be one of {WEIGHTINGS}, got {weighting!r}")
+    if use_no_sync and not hasattr(model, "no_sync"):
+        raise ValueError("use_no_sync=True needs a DistributedDataParallel model; wrap it in DDP or pass False")
+    device = next(model.parameters()).device
+    world = dist.get_world_size()
+    local_items = sum(count_items(b) for b in micro_batches)
+    counts = torch.tensor([local_items], dtype=torch.float64, device=device)
+    dist.all_reduce(counts)  # one tiny all-reduce per window: the number of items on all ranks
+    global_items = int(counts.item())
+    scale = world / global_items if weighting == "global_items" else 1.0 / local_items
+    loss_sum = 0.0
+    n = len(micro_batches)
+    for i, batch in enumerate(micro_batches):
+        sync = (not use_no_sync) or i == n - 1
+        with contextlib.nullcontext() if sync else model.no_sync():
+            loss = loss_fn(model, batch)
+            (loss * scale).backward()
+        loss_sum += float(loss.detach())
+    if optimizer is not None:
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+    total = torch.tensor([loss_sum], dtype=torch.float64, device=device)
+    dist.all_reduce(total)
+    return {"local_items": local_items, "global_items": global_items, "loss": float(total.item()) / global_items}
+
+
 TOKEN_LABEL_COUNTS: tuple[tuple[tuple[int, ...], ...], ...] = (((2,), (1, 2)), ((4, 3), (8,)))
 """Label tokens per sequence, per micro-batch, per rank, for the token-weighting demo: rank 0 holds 2 micro-batches
 with 2 and 1 + 2 = 3 tokens (5 in its window), rank 1 holds 4 + 3 = 7 and 8 (15 in its window); 20 in all."""
+
 
 _TOKEN_SOURCES = (
     "textwrap.dedent",
@@ -505,7 +334,7 @@ def run_ddp_lesson(
 ) -> dict[str, Any]:
     """Launch ``world_size`` DDP workers with torchrun, run lesson 07's experiments, and return rank 0's results.
 
-    The workers (``python -m gradacc.ddp_worker``, see there for every key) train ``make_digits_model(seed=0,
+    The workers (``python -m gradacc.workers.ddp``, see there for every key) train ``make_digits_model(seed=0,
     hidden=32)`` with SGD(``lr``) for one accumulation window on the first ``micro_batch_size x accum_steps x
     world_size`` digits (``DistributedSampler(shuffle=False)``: rank r takes samples r, r + world_size, ...), once
     with ``no_sync()`` and once without, counting all-reduces with ``AllReduceCounter``; then time
@@ -540,7 +369,7 @@ def run_ddp_lesson(
             f"--timing-hidden={timing_hidden}",
             f"--backend={backend}",
         ]
-        cmd = torchrun_command("gradacc.ddp_worker", args, nproc_per_node=world_size, port=free_port())
+        cmd = torchrun_command("gradacc.workers.ddp", args, nproc_per_node=world_size, port=free_port())
         start = time.perf_counter()
         run_processes(
             cmd, timeout=timeout, env=_worker_env(), what=f"torchrun ({world_size} DDP workers)", progress=progress
@@ -561,18 +390,18 @@ def run_accelerate_lesson(
     timeout: float = 180.0,
     progress: bool = False,
 ) -> dict[str, Any]:
-    """Run the lesson-04 training script ``gradacc.accel_train`` under ``accelerate launch`` on CPU processes.
+    """Run the lesson-04 training script ``gradacc.workers.accelerate_train`` under ``accelerate launch`` on CPU processes.
 
     The script trains ``make_digits_model(seed=seed)`` with Accelerate's ``accumulate()`` on the first ``n_samples``
     digits (shuffled, seeded) with ``--split-batches``: every loader batch of ``micro_batch_size`` samples is split
     between the processes, so the run sees the same global micro-batches as one process with the same arguments and
-    must end with the same weights (see ``gradacc.accel_train``).
+    must end with the same weights (see ``gradacc.workers.accelerate_train``).
 
     Args:
         progress: show the elapsed time while the processes run (``run_processes``).
 
     Returns:
-        ``gradacc.accel_train.read_result`` of the file rank 0 wrote (``"num_processes"``, ``"optimizer_steps"``,
+        ``gradacc.workers.accelerate_train.read_result`` of the file rank 0 wrote (``"num_processes"``, ``"optimizer_steps"``,
         ``"effective_batch_size"``, ``"weights"`` as tensors, ...), plus ``"launcher_s"`` (wall time, s) and
         ``"command"`` (the command line, a string).
 
@@ -581,7 +410,7 @@ def run_accelerate_lesson(
             ``n_samples`` not divisible by ``micro_batch_size`` (a process would get padded or repeated samples).
         WorkerError: the launch failed or timed out (with its stderr).
     """
-    from .accel_train import read_result
+    from .accelerate import read_result
 
     check_accum_steps(accum_steps)
     if num_processes < 1:
@@ -604,7 +433,9 @@ def run_accelerate_lesson(
             f"--expect-processes={num_processes}",
             f"--output={out}",
         ]
-        cmd = accelerate_launch_command("gradacc.accel_train", args, num_processes=num_processes, port=free_port())
+        cmd = accelerate_launch_command(
+            "gradacc.workers.accelerate_train", args, num_processes=num_processes, port=free_port()
+        )
         start = time.perf_counter()
         run_processes(
             cmd,
@@ -633,8 +464,8 @@ def run_jax_devices(
     """Data-parallel JAX on ``devices`` CPU devices with accumulation inside each device, in a fresh process.
 
     ``XLA_FLAGS=--xla_force_host_platform_device_count=D`` must be set before JAX initialises its CPU backend, so it
-    is set in the environment of a new process (``python -m gradacc.jax_dp_worker``); the notebook's own JAX, if any,
-    is not touched. See ``gradacc.jax_dp_worker`` for what is computed and for the keys of the result.
+    is set in the environment of a new process (``python -m gradacc.workers.jax_dp``); the notebook's own JAX, if any,
+    is not touched. See ``gradacc.workers.jax_dp`` for what is computed and for the keys of the result.
 
     Args:
         devices: CPU devices to expose; each gets ``micro_batch_size x accum_steps`` digits.
@@ -661,7 +492,7 @@ def run_jax_devices(
         cmd = [
             sys.executable,
             "-m",
-            "gradacc.jax_dp_worker",
+            "gradacc.workers.jax_dp",
             f"--out={out}",
             f"--devices={devices}",
             f"--micro-batch-size={micro_batch_size}",

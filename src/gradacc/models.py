@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-__all__ = ["DigitsMLP", "TinyLM", "make_digits_model", "seed_everything"]
+__all__ = ["DigitsMLP", "DigitsTransformer", "TinyLM", "make_digits_model", "seed_everything"]
 
 
 def seed_everything(seed: int = 0) -> None:
@@ -84,3 +84,34 @@ class TinyLM(nn.Module):
 
     def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
         return self.out(torch.tanh(self.hidden(self.embed(input_ids))))
+
+
+class DigitsTransformer(nn.Module):
+    """A small transformer encoder for the 8x8 digits: each image row is a token.
+
+    ``[B, 64] float -> [B, 10]`` logits: rows ``[B, 8, 8]`` -> ``Linear(8, width)`` + learned positions ->
+    ``depth`` x ``nn.TransformerEncoderLayer(width, heads, 2*width, dropout=0, batch_first=True)`` (each initialised
+    on its own, in an ``nn.ModuleList``) -> mean over the 8 tokens -> ``Linear(width, 10)``.
+
+    Raises:
+        ValueError: ``depth < 1`` or ``width`` not a multiple of ``heads``.
+    """
+
+    def __init__(self, width: int = 64, depth: int = 2, heads: int = 4) -> None:
+        super().__init__()
+        if depth < 1:
+            raise ValueError(f"depth must be >= 1, got {depth}")
+        if width % heads:
+            raise ValueError(f"width must be a multiple of heads={heads}, got {width}")
+        self.embed = nn.Linear(8, width)
+        self.position = nn.Parameter(torch.zeros(8, width))
+        self.layers = nn.ModuleList(
+            nn.TransformerEncoderLayer(width, heads, 2 * width, dropout=0.0, batch_first=True) for _ in range(depth)
+        )
+        self.head = nn.Linear(width, 10)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        tokens = self.embed(x.reshape(x.shape[0], 8, 8)) + self.position
+        for layer in self.layers:
+            tokens = layer(tokens)
+        return self.head(tokens.mean(dim=1))

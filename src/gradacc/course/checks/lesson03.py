@@ -12,8 +12,8 @@ from collections.abc import Callable
 import torch
 import torch.nn.functional as F
 
-from ..memory import MIB, LiveStorageCounter, MemoryProfile, smallest_fitting_accum_steps
-from ..models import make_digits_model
+from ...memory import MIB, LiveStorageCounter, MemoryProfile, smallest_fitting_accum_steps
+from ...models import make_digits_model
 from . import close, run_check
 
 __all__ = ["check_micro_batch_activation_mib", "check_smallest_fitting_n", "check_peak_counter"]

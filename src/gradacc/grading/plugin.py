@@ -1,4 +1,4 @@
-"""The pytest plugin inside every grading run (``pytest -p gradacc.grading_plugin --nbval-lax ...``).
+"""The pytest plugin inside every grading run (``pytest -p gradacc.grading.plugin --nbval-lax ...``).
 
 ``gradacc.grading`` loads it into the separate pytest process that runs one merged notebook under nbval; it does nothing
 unless the environment variable ``GRADACC_GRADING`` holds its settings (JSON), which it removes before the kernel
@@ -42,7 +42,7 @@ class _SkipSlowImport:
     nbval imports nbformat, which imports jsonschema, which imports the optional ``rfc3987_syntax`` (it compiles a
     grammar at import: about 2.5 s of CPU, the largest single cost of a small grading run) only to validate the
     ``iri`` string format, which the notebook schema does not use; jsonschema skips it on ``ImportError``. Active only
-    when this module is loaded by a grading run (``-p gradacc.grading_plugin`` before ``-p nbval.plugin``).
+    when this module is loaded by a grading run (``-p gradacc.grading.plugin`` before ``-p nbval.plugin``).
     """
 
     def find_spec(self, name, path=None, target=None):

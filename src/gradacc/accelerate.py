@@ -10,13 +10,15 @@ Accelerate's state (``AcceleratorState``, ``GradientState``) is process-wide: a 
 reconfigures the first, and an interrupted loop leaves ``sync_gradients`` behind. ``reset_accelerate_state`` clears
 it between demos in a notebook.
 
-The same loop runs under ``accelerate launch`` through ``python -m gradacc.accel_train`` (see that module).
+The same loop runs under ``accelerate launch`` through ``python -m gradacc.workers.accelerate_train`` (see that module).
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -33,6 +35,9 @@ __all__ = [
     "AccelerateRun",
     "train_with_accelerate",
     "NORMALIZATIONS",
+    "WEIGHT_DTYPES",
+    "write_result",
+    "read_result",
 ]
 
 NORMALIZATIONS: tuple[str, ...] = ("mean", "items")
@@ -317,3 +322,30 @@ def train_with_accelerate(
         step_weights=step_weights,
     )
     return run
+
+
+WEIGHT_DTYPES = {"float32": torch.float32, "float64": torch.float64}
+
+
+def write_result(path: Path, run: AccelerateRun, args: dict[str, Any]) -> None:
+    """Write a run's arguments, counts, rank-0 history and final weights to ``path`` as JSON (parents created)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    payload = {
+        "args": args,
+        "num_processes": run.num_processes,
+        "effective_batch_size": run.effective_batch_size,
+        "optimizer_steps": run.optimizer_steps,
+        "history": run.history,
+        "weights": {name: t.tolist() for name, t in run.state_dict.items()},
+        "weights_dtype": str(next(iter(run.state_dict.values())).dtype).removeprefix("torch."),
+    }
+    path.write_text(json.dumps(payload), encoding="utf-8")
+
+
+def read_result(path: Path) -> dict[str, Any]:
+    """Read a file written by ``write_result``; ``"weights"`` come back as tensors of the saved dtype."""
+    payload = json.loads(Path(path).read_text(encoding="utf-8"))
+    dtype = WEIGHT_DTYPES[payload.get("weights_dtype", "float32")]
+    payload["weights"] = {name: torch.tensor(value, dtype=dtype) for name, value in payload["weights"].items()}
+    return payload

@@ -4,7 +4,7 @@ Run it in a fresh process whose environment sets the number of CPU devices BEFOR
 ``XLA_FLAGS`` once, when its CPU backend initialises), usually through ``gradacc.distributed.run_jax_devices``::
 
     XLA_FLAGS=--xla_force_host_platform_device_count=4 JAX_PLATFORMS=cpu \\
-        python -m gradacc.jax_dp_worker --out result.json --devices 4 --micro-batch-size 8 --accum-steps 4
+        python -m gradacc.workers.jax_dp --out result.json --devices 4 --micro-batch-size 8 --accum-steps 4
 
 What it computes, on ``make_digits_model(seed=0, hidden=H)``'s weights (``gradacc.jaxacc.params_from_torch``) and the
 first ``micro_batch_size x accum_steps x devices`` digits:
@@ -36,7 +36,7 @@ __all__ = ["build_parser", "main"]
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m gradacc.jax_dp_worker", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m gradacc.workers.jax_dp", description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, required=True, help="JSON result file")
     parser.add_argument("--devices", type=int, default=4, help="CPU devices expected (set by XLA_FLAGS)")
     parser.add_argument("--micro-batch-size", type=int, default=8, help="samples per micro-batch per device")
@@ -59,8 +59,8 @@ def main(argv: list[str] | None = None) -> int:
     from jax.sharding import NamedSharding
     from jax.sharding import PartitionSpec as P
 
-    from .distributed import effective_batch_size
-    from .jaxacc import (
+    from ..distributed import effective_batch_size
+    from ..jaxacc import (
         accumulate_grads_scan,
         count_items,
         digits_arrays,
@@ -68,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
         max_abs_diff,
         params_from_torch,
     )
-    from .models import make_digits_model
+    from ..models import make_digits_model
 
     if jax.device_count() != args.devices:
         raise RuntimeError(

@@ -13,7 +13,7 @@ and the Colab and Binder columns of the README's lesson table. The repository UR
 (``[tool.gradacc] repository = "https://github.com/OWNER/REPO"``, optional ``branch``, default ``main``) unless given
 with ``--repository``. Re-running changes nothing; ``--check`` lists what is out of date and exits 1.
 
-Exercises are generated from solutions (``gradacc.notebooks.generate_exercise``), which calls
+Exercises are generated from solutions (``gradacc.course.notebooks.generate_exercise``), which calls
 ``retarget_badges(nb, "exercises")``: the badges a solution carries are rewritten to point at the exercise, and the
 navigation cell is the same in both folders (its links are relative). So ``gradacc badges`` then ``gradacc exercises``
 (or the other order) leaves ``gradacc exercises --check`` green.
@@ -246,7 +246,7 @@ def refresh_notebook(nb, repo: Repository, path: str, nav: str) -> nbformat.Note
 def retarget_badges(nb, folder: str) -> nbformat.NotebookNode:
     """Point the badges cell of ``nb`` (if any) at the same file name in ``folder``, in place; returns ``nb``.
 
-    ``gradacc.notebooks.generate_exercise`` calls this with ``"exercises"``: a solution's badges open the solution,
+    ``gradacc.course.notebooks.generate_exercise`` calls this with ``"exercises"``: a solution's badges open the solution,
     the exercise's must open the exercise. The repository and branch are read back from the cell's Colab link.
 
     Raises:
@@ -267,7 +267,7 @@ def retarget_badges(nb, folder: str) -> nbformat.NotebookNode:
 
 
 def _dump(nb) -> str:
-    return nbformat.writes(nb) + "\n"  # as gradacc.notebooks writes notebooks
+    return nbformat.writes(nb) + "\n"  # as gradacc.course.notebooks writes notebooks
 
 
 def refresh_readme(text: str, repo: Repository, root: Path) -> str:

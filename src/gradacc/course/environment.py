@@ -14,7 +14,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from .memory import MIB
+from ..memory import MIB
 
 if TYPE_CHECKING:
     import torch

@@ -2,13 +2,13 @@
 
 One process::
 
-    python -m gradacc.accel_train --accum-steps 4 --micro-batch-size 32 --output one.json
+    python -m gradacc.workers.accelerate_train --accum-steps 4 --micro-batch-size 32 --output one.json
 
 Two CPU processes (gloo), each its own copy of the model, gradients averaged by DDP at every sync step::
 
-    accelerate launch --multi_gpu --num_processes 2 -m gradacc.accel_train --accum-steps 4 --micro-batch-size 16 \
+    accelerate launch --multi_gpu --num_processes 2 -m gradacc.workers.accelerate_train --accum-steps 4 --micro-batch-size 16 \
         --expect-processes 2 --output two.json
-    # or, equivalently: torchrun --nproc_per_node 2 -m gradacc.accel_train --cpu ... (same arguments)
+    # or, equivalently: torchrun --nproc_per_node 2 -m gradacc.workers.accelerate_train --cpu ... (same arguments)
 
 ``--multi_gpu`` selects Accelerate's torchrun launcher; on a machine without CUDA the script then passes ``cpu=True``
 to ``Accelerator`` itself (Accelerate's gloo "MULTI_CPU" mode needs it). Beware: ``accelerate launch --cpu
@@ -34,7 +34,7 @@ Arguments (all optional except ``--output``):
     --seed SEED             initial weights and shuffling (default 0)
     --dtype {float32,float64}
     --max-norm C            clip the accumulated gradient at sync steps
-    --normalize {mean,items}  see gradacc.accel.NORMALIZATIONS ("items": one process only)
+    --normalize {mean,items}  see gradacc.accelerate.NORMALIZATIONS ("items": one process only)
     --no-sync-with-dataloader  GradientAccumulationPlugin(sync_with_dataloader=False)
     --split-batches         split each loader batch across processes (see above)
     --cpu                   force the CPU (implied when WORLD_SIZE > 1 and CUDA is absent)
@@ -42,7 +42,7 @@ Arguments (all optional except ``--output``):
     --output PATH           JSON file written by rank 0 only (see ``write_result``)
 
 The JSON holds ``"args"``, ``"num_processes"``, ``"effective_batch_size"``, ``"optimizer_steps"``, ``"history"``
-(rank 0's per-micro-step records, see ``gradacc.accel.AccelerateRun``) and ``"weights"`` (name -> nested lists of
+(rank 0's per-micro-step records, see ``gradacc.accelerate.AccelerateRun``) and ``"weights"`` (name -> nested lists of
 the final parameters; float32 values survive the JSON round trip exactly). ``read_result(path)`` turns the weights back
 into tensors. Exit status 0 on success.
 """
@@ -50,24 +50,20 @@ into tensors. Exit status 0 on success.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from pathlib import Path
-from typing import Any
 
 import torch
 
-from .accel import NORMALIZATIONS, AccelerateRun, train_with_accelerate
+from ..accelerate import NORMALIZATIONS, WEIGHT_DTYPES, train_with_accelerate, write_result
 
-__all__ = ["build_parser", "main", "write_result", "read_result"]
-
-_DTYPES = {"float32": torch.float32, "float64": torch.float64}
+__all__ = ["build_parser", "main"]
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m gradacc.accel_train",
+        prog="python -m gradacc.workers.accelerate_train",
         description="Train the digits MLP with Accelerate's gradient accumulation (lesson 04's loop); "
         "works under `accelerate launch`.",
     )
@@ -77,7 +73,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--epochs", type=int, default=1)
     parser.add_argument("--lr", type=float, default=0.1, help="SGD learning rate")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--dtype", choices=sorted(_DTYPES), default="float32")
+    parser.add_argument("--dtype", choices=sorted(WEIGHT_DTYPES), default="float32")
     parser.add_argument("--max-norm", type=float, default=None, help="clip the accumulated gradient at sync steps")
     parser.add_argument("--normalize", choices=NORMALIZATIONS, default="mean")
     parser.add_argument("--no-sync-with-dataloader", action="store_true", help="let windows cross epoch boundaries")
@@ -95,30 +91,6 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def write_result(path: Path, run: AccelerateRun, args: dict[str, Any]) -> None:
-    """Write a run's arguments, counts, rank-0 history and final weights to ``path`` as JSON (parents created)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    payload = {
-        "args": args,
-        "num_processes": run.num_processes,
-        "effective_batch_size": run.effective_batch_size,
-        "optimizer_steps": run.optimizer_steps,
-        "history": run.history,
-        "weights": {name: t.tolist() for name, t in run.state_dict.items()},
-        "weights_dtype": str(next(iter(run.state_dict.values())).dtype).removeprefix("torch."),
-    }
-    path.write_text(json.dumps(payload), encoding="utf-8")
-
-
-def read_result(path: Path) -> dict[str, Any]:
-    """Read a file written by ``write_result``; ``"weights"`` come back as tensors of the saved dtype."""
-    payload = json.loads(Path(path).read_text(encoding="utf-8"))
-    dtype = _DTYPES[payload.get("weights_dtype", "float32")]
-    payload["weights"] = {name: torch.tensor(value, dtype=dtype) for name, value in payload["weights"].items()}
-    return payload
-
-
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
@@ -132,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
         epochs=args.epochs,
         lr=args.lr,
         seed=args.seed,
-        dtype=_DTYPES[args.dtype],
+        dtype=WEIGHT_DTYPES[args.dtype],
         max_norm=args.max_norm,
         normalize=args.normalize,
         sync_with_dataloader=not args.no_sync_with_dataloader,
@@ -146,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.expect_processes is not None and run.num_processes != args.expect_processes:
         print(
             f"error: expected {args.expect_processes} processes, Accelerate sees {run.num_processes} "
-            f"(distributed type {state.distributed_type}); see `python -m gradacc.accel_train --help`",
+            f"(distributed type {state.distributed_type}); see `python -m gradacc.workers.accelerate_train --help`",
             file=sys.stderr,
         )
         return 3
@@ -161,6 +133,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    from gradacc.distributed import exit_worker
+    from gradacc.launch import exit_worker
 
     exit_worker(main())  # not sys.exit: gloo's threads can abort a finalizing interpreter (see exit_worker)

@@ -13,8 +13,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .. import jaxacc
-from ..data import IGNORE_INDEX
+from ... import jaxacc
+from ...data import IGNORE_INDEX
 from . import close, run_check
 
 __all__ = ["check_scan_accumulation", "check_unequal_window", "TOLERANCE"]

@@ -3,7 +3,7 @@
 Started by torchrun (one process per rank), usually through ``gradacc.distributed.run_ddp_lesson``::
 
     torchrun --nnodes=1 --nproc-per-node=2 --master-addr=127.0.0.1 --master-port=PORT \\
-        -m gradacc.ddp_worker --out result.pt --micro-batch-size 8 --accum-steps 4
+        -m gradacc.workers.ddp --out result.pt --micro-batch-size 8 --accum-steps 4
 
 ``init_process_group`` reads ``RANK``, ``WORLD_SIZE``, ``MASTER_ADDR`` and ``MASTER_PORT`` from torchrun's
 environment. Backend: gloo on CPU, NCCL when CUDA is available (``--backend auto``, the default). The same file runs
@@ -31,7 +31,6 @@ average is the sum of all token losses / all tokens).
 from __future__ import annotations
 
 import argparse
-import contextlib
 import statistics
 import time
 from collections.abc import Sequence
@@ -46,81 +45,20 @@ from torch.distributed.elastic.multiprocessing.errors import record
 from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
 
-from .accumulation import Batch, LossFn, count_items, sum_cross_entropy
-from .data import check_accum_steps, load_digits_tensors
-from .distributed import TOKEN_LABEL_COUNTS, AllReduceCounter, effective_batch_size, token_vocab_size, token_windows
-from .models import TinyLM, make_digits_model
+from ..accumulation import Batch, sum_cross_entropy
+from ..data import check_accum_steps, load_digits_tensors
+from ..distributed import (
+    TOKEN_LABEL_COUNTS,
+    WEIGHTINGS,
+    AllReduceCounter,
+    accumulate_window,
+    effective_batch_size,
+    token_vocab_size,
+    token_windows,
+)
+from ..models import TinyLM, make_digits_model
 
-__all__ = ["WEIGHTINGS", "accumulate_window", "build_parser", "main"]
-
-WEIGHTINGS = ("global_items", "local_items")
-"""How ``accumulate_window`` scales each micro-batch's summed loss:
-
-* ``"global_items"``: by ``world_size / items in the window on ALL ranks`` (the count is all-reduced). DDP averages
-  the ranks' gradients (divides their sum by world_size), so the result is the gradient of
-  ``sum of every item loss / every item``: the big-batch gradient, whatever the counts per rank.
-* ``"local_items"``: by ``1 / items in this rank's window``: each rank's gradient is its own mean, and DDP's average
-  is the MEAN OF PER-RANK MEANS, which over-weights the items of ranks that hold few of them.
-"""
-
-
-def accumulate_window(
-    model: nn.Module,
-    optimizer: torch.optim.Optimizer | None,
-    micro_batches: Sequence[Batch],
-    *,
-    use_no_sync: bool = True,
-    weighting: str = "global_items",
-    loss_fn: LossFn = sum_cross_entropy,
-) -> dict[str, float | int]:
-    """One accumulation window on a DDP model: N micro-steps, the first N-1 inside ``no_sync()``, one optimizer step.
-
-    ``no_sync()`` turns off DDP's gradient all-reduce for the backward passes inside it; gradients accumulate locally
-    in ``.grad``. The backward of the last micro-step runs outside it and all-reduces the accumulated gradients once
-    (what each rank adds up is linear, so reducing once at the end gives the same sum as reducing every micro-step).
-
-    Args:
-        model: a ``DistributedDataParallel`` model (``no_sync`` is used only if ``use_no_sync``).
-        optimizer: stepped once and zeroed after the window; ``None`` leaves the gradients in ``.grad``.
-        micro_batches: this rank's micro-batches of the window, N >= 1 ``(inputs, labels)`` pairs.
-        use_no_sync: ``False`` all-reduces after every micro-step (N times as many all-reduces, same result).
-        weighting: see ``WEIGHTINGS``.
-        loss_fn: SUMMED loss of a micro-batch (default ``gradacc.accumulation.sum_cross_entropy``).
-
-    Returns:
-        ``{"local_items", "global_items", "loss"}``: items on this rank, items on all ranks, and the window's mean
-        loss per item over all ranks (a float, computed with one extra all-reduce of ``[loss sum, items]``).
-
-    Raises:
-        ValueError: no micro-batches, an unknown ``weighting``, or ``use_no_sync`` on a model without ``no_sync``.
-    """
-    if len(micro_batches) == 0:
-        raise ValueError("a window needs at least one micro-batch, got none")
-    if weighting not in WEIGHTINGS:
-        raise ValueError(f"weighting must be one of {WEIGHTINGS}, got {weighting!r}")
-    if use_no_sync and not hasattr(model, "no_sync"):
-        raise ValueError("use_no_sync=True needs a DistributedDataParallel model; wrap it in DDP or pass False")
-    device = next(model.parameters()).device
-    world = dist.get_world_size()
-    local_items = sum(count_items(b) for b in micro_batches)
-    counts = torch.tensor([local_items], dtype=torch.float64, device=device)
-    dist.all_reduce(counts)  # one tiny all-reduce per window: the number of items on all ranks
-    global_items = int(counts.item())
-    scale = world / global_items if weighting == "global_items" else 1.0 / local_items
-    loss_sum = 0.0
-    n = len(micro_batches)
-    for i, batch in enumerate(micro_batches):
-        sync = (not use_no_sync) or i == n - 1
-        with contextlib.nullcontext() if sync else model.no_sync():
-            loss = loss_fn(model, batch)
-            (loss * scale).backward()
-        loss_sum += float(loss.detach())
-    if optimizer is not None:
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-    total = torch.tensor([loss_sum], dtype=torch.float64, device=device)
-    dist.all_reduce(total)
-    return {"local_items": local_items, "global_items": global_items, "loss": float(total.item()) / global_items}
+__all__ = ["build_parser", "main"]
 
 
 def _flat(model: nn.Module) -> torch.Tensor:
@@ -208,7 +146,7 @@ def _tokens(rank: int, device: torch.device) -> dict[str, Any]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m gradacc.ddp_worker", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m gradacc.workers.ddp", description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, required=True, help="result file written by rank 0 (torch.save)")
     parser.add_argument("--micro-batch-size", type=int, default=8, help="samples per micro-batch per rank")
     parser.add_argument("--accum-steps", type=int, default=4, help="micro-batches per optimizer step (N)")
@@ -273,6 +211,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    from gradacc.distributed import exit_worker
+    from gradacc.launch import exit_worker
 
     exit_worker(main())  # not sys.exit: gloo's threads can abort a finalizing interpreter (see exit_worker)

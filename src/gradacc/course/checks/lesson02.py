@@ -13,10 +13,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..accumulation import max_abs_diff, train_accumulated
-from ..data import digits_loader, load_digits_tensors
-from ..graphs import SavedTensorMeter
-from ..models import make_digits_model
+from ...accumulation import max_abs_diff, train_accumulated
+from ...data import digits_loader, load_digits_tensors
+from ...graphs import SavedTensorMeter
+from ...models import make_digits_model
 from . import close, run_check
 
 __all__ = ["check_accumulation_window", "check_train_epoch"]

@@ -6,9 +6,9 @@ from collections.abc import Callable
 
 import torch
 
-from ..accumulation import max_abs_diff, train_accumulated
-from ..data import digits_loader
-from ..models import make_digits_model
+from ...accumulation import max_abs_diff, train_accumulated
+from ...data import digits_loader
+from ...models import make_digits_model
 from . import close, run_check
 
 __all__ = ["check_train_epoch", "check_window_loss_scale", "reference_window_loss_scale"]
@@ -25,7 +25,7 @@ def _manual(accum_steps: int, micro_batch_size: int, n_samples: int, max_norm: f
 def _with_accelerate(train_epoch: Callable, accum_steps: int, micro_batch_size: int, n_samples: int, max_norm, seed):
     from accelerate import Accelerator
 
-    from ..accel import reset_accelerate_state
+    from ...accelerate import reset_accelerate_state
 
     reset_accelerate_state()
     accelerator = Accelerator(gradient_accumulation_steps=accum_steps, cpu=True)
@@ -88,7 +88,7 @@ def _train_with_scale(window_loss_scale: Callable, n_batches: int, accum_steps: 
     import torch.nn.functional as F
     from accelerate import Accelerator
 
-    from ..accel import reset_accelerate_state
+    from ...accelerate import reset_accelerate_state
 
     reset_accelerate_state()
     accelerator = Accelerator(gradient_accumulation_steps=accum_steps, cpu=True)

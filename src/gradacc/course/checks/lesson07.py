@@ -15,10 +15,10 @@ from collections.abc import Callable
 
 import torch
 
-from ..accumulation import max_abs_diff, train_accumulated
-from ..data import load_digits_tensors
-from ..distributed import AllReduceCounter, single_process_group
-from ..models import make_digits_model
+from ...accumulation import max_abs_diff, train_accumulated
+from ...data import load_digits_tensors
+from ...distributed import AllReduceCounter, single_process_group
+from ...models import make_digits_model
 from . import run_check
 
 __all__ = ["check_token_weighted_loss", "check_allreduces_per_window", "check_epoch_weights"]

@@ -15,10 +15,10 @@ from collections.abc import Callable, Sequence
 import torch
 from torch import nn
 
-from ..data import load_digits_tensors
-from ..graphs import SavedTensorMeter
-from ..models import make_digits_model
-from ..pitfalls import info_nce_loss, two_views
+from ...data import load_digits_tensors
+from ...graphs import SavedTensorMeter
+from ...models import make_digits_model
+from ...pitfalls import info_nce_loss, two_views
 from . import run_check
 
 __all__ = ["check_running_var", "check_grad_cache_gradient", "check_grad_cache_memory"]

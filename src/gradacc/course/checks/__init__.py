@@ -3,7 +3,7 @@
 A check cell in a solution notebook is tagged ``check`` and carries ``{"gradacc": {"check": "2.1", "points": 2}}`` in
 its metadata; its stored output is the ``correct`` line, which nbval compares. A wrong answer prints
 ``Exercise 2.1: incorrect - <what was wrong>`` instead, so nbval (and the classroom grader) fail that cell.
-One module per lesson: ``gradacc.checks.lesson01`` holds the checks of ``01_theory``, and so on.
+One module per lesson: ``gradacc.course.checks.lesson01`` holds the checks of ``01_theory``, and so on.
 """
 
 from __future__ import annotations

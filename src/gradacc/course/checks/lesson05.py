@@ -36,7 +36,7 @@ def _lm_setup():
     from datasets import Dataset
     from transformers import DataCollatorForLanguageModeling
 
-    from ..trainer import family_split, train_wordlevel_tokenizer
+    from ...trainer import family_split, train_wordlevel_tokenizer
 
     split = family_split(seed=1)
     tokenizer = train_wordlevel_tokenizer(split.train_texts[:200], vocab_size=300)
@@ -50,7 +50,7 @@ def _lm_setup():
 
 def _trainer_gradient_gap(compute_loss_func: Callable) -> float:
     """Max |Trainer's accumulated gradient (N=3, one sequence per micro-batch) - one batch of all three|."""
-    from ..trainer import batch_gradients, first_step_probe, tiny_causal_lm
+    from ...trainer import batch_gradients, first_step_probe, tiny_causal_lm
 
     tokenizer, dataset, collator, sequences = _lm_setup()
 
@@ -106,7 +106,7 @@ def check_causal_lm_loss(causal_lm_loss: Callable) -> None:
 def _classifier_setup():
     from transformers import DataCollatorWithPadding
 
-    from ..trainer import encode_dataset, family_split, train_wordlevel_tokenizer
+    from ...trainer import encode_dataset, family_split, train_wordlevel_tokenizer
 
     split = family_split(seed=2)
     tokenizer = train_wordlevel_tokenizer(split.train_texts, vocab_size=500)
@@ -115,7 +115,7 @@ def _classifier_setup():
 
 
 def _weights_after_one_step(make_trainer: Callable | None, micro_batch_size: int, accum_steps: int, seed: int):
-    from ..trainer import ProbeTrainer, probe_args, tiny_bert_classifier
+    from ...trainer import ProbeTrainer, probe_args, tiny_bert_classifier
 
     tokenizer, dataset, collator = _classifier_setup()
     model = tiny_bert_classifier(len(tokenizer), 4, seed=seed, hidden_size=32, num_layers=1)
@@ -149,7 +149,7 @@ def check_fixed_trainer(make_fixed_trainer: Callable) -> None:
     """
 
     def body() -> str | None:
-        from ..trainer import tiny_bert_classifier, update_ratio
+        from ...trainer import tiny_bert_classifier, update_ratio
 
         tokenizer, _, _ = _classifier_setup()
         for micro, accum, seed in ((6, 4, 3), (8, 3, 4)):

@@ -1,0 +1,8 @@
+"""How the course is made and checked: ``notebooks`` (exercise generation, execution, nbval runs), ``badges`` (Colab
+and Binder badges, navigation), ``environment`` (what lesson 00 reports), ``checks/`` (what exercise check cells call),
+``pytest_plugin`` (nbval's patience on a busy machine, loaded by every ``pytest``) and ``cli`` (``gradacc exercises``,
+``gradacc execute``).
+
+It may import the teaching modules of ``gradacc``; they never import it. ``gradacc.grading`` imports it, never the other
+way (``tests/test_layout.py``).
+"""

@@ -1,0 +1,116 @@
+"""The ``gradacc grade`` and ``gradacc grade-bench`` sub-commands."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+from .gradebook import GradingError, Settings
+from .score import bench_grading, grade
+
+__all__ = [
+    "add_cli",
+]
+
+
+# --------------------------------------------------------------------------------------------------------------- CLI
+def _default_hidden(reference: Path) -> Path | None:
+    candidate = (Path(reference) if Path(reference).is_dir() else Path(reference).parent).resolve().parent / "hidden"
+    return candidate if candidate.is_dir() else None
+
+
+def _settings_from(args: argparse.Namespace) -> Settings:
+    return Settings(
+        timeout=args.timeout,
+        cell_timeout=args.cell_timeout,
+        memory_mib=args.memory_mib,
+        max_output_kib=args.max_output_kib,
+        workers=args.workers,
+        seed=args.seed,
+    )
+
+
+def _hidden_from(args: argparse.Namespace) -> Path | None:
+    if args.no_hidden:
+        return None
+    if args.hidden:
+        if not Path(args.hidden).is_dir():
+            raise GradingError(f"hidden-checks folder {args.hidden} does not exist")
+        return Path(args.hidden)
+    return _default_hidden(args.reference)
+
+
+def _cmd_grade(args: argparse.Namespace) -> int:
+    try:
+        hidden = _hidden_from(args)
+        print(f"hidden checks: {hidden or 'none'}", file=sys.stderr)
+        book = grade(
+            Path(args.submissions),
+            Path(args.reference),
+            hidden=hidden,
+            exercises=args.exercise,
+            settings=_settings_from(args),
+            progress=not args.quiet,
+        )
+        book.write_csv(Path(args.out))
+        if args.feedback:
+            book.write_feedback(Path(args.feedback))
+    except (GradingError, ValueError, OSError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    counts: dict[str, int] = {}
+    for r in book.rows:
+        counts[r.status] = counts.get(r.status, 0) + 1
+    summary = ", ".join(f"{v} {k}" for k, v in sorted(counts.items()))
+    print(f"wrote {args.out}: {len(book.rows)} rows ({summary}) in {book.wall_s:.1f} s; hidden-check seed {book.seed}")
+    if args.feedback:
+        print(f"wrote feedback for {len({r.student for r in book.rows})} students to {args.feedback}")
+    return 1 if counts.get("grader-error") else 0
+
+
+def _cmd_bench(args: argparse.Namespace) -> int:
+    try:
+        result = bench_grading(
+            Path(args.reference), args.exercise, args.n, hidden=_hidden_from(args), settings=_settings_from(args)
+        )
+    except (GradingError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(json.dumps(result))
+    return 0
+
+
+def _limits(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--reference", default="solutions", help="solutions folder (or one solution notebook)")
+    p.add_argument("--hidden", help="hidden-checks folder (default: hidden/ next to the reference folder, if any)")
+    p.add_argument("--no-hidden", action="store_true", help="grade with the visible checks only")
+    p.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="notebooks at once (default: cores)")
+    p.add_argument("--timeout", type=float, default=300, help="seconds per notebook (default 300)")
+    p.add_argument("--cell-timeout", type=float, default=120, help="seconds per cell (default 120)")
+    p.add_argument("--memory-mib", type=int, default=2048, help="memory limit per process in MiB (default 2048)")
+    p.add_argument("--max-output-kib", type=int, default=2048, help="output cap per notebook in KiB (default 2048)")
+    p.add_argument("--seed", type=int, help="seed of the hidden checks' inputs (default: random per run)")
+
+
+def add_cli(subparsers) -> None:
+    p = subparsers.add_parser(
+        "grade",
+        help="grade a class: student notebooks into a gradebook CSV (+ feedback), against the pristine solutions",
+        description="Grade SUBMISSIONS (one folder per student with NN_topic.ipynb files, or flat files "
+        "<student>__NN_topic.ipynb) against the reference solutions. Exit code 0 when every submission got a row.",
+    )
+    p.add_argument("submissions", help="folder of submissions")
+    p.add_argument("--out", default="gradebook.csv", help="gradebook CSV to write (default gradebook.csv)")
+    p.add_argument("--feedback", help="folder for one Markdown feedback file per student")
+    p.add_argument("--exercise", action="append", help="grade only this exercise (NN_topic; repeatable)")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    _limits(p)
+    p.set_defaults(func=_cmd_grade)
+    b = subparsers.add_parser("grade-bench", help="time grading N generated submissions of one exercise (prints JSON)")
+    b.add_argument("--exercise", required=True, help="NN_topic")
+    b.add_argument("--n", type=int, default=30, help="submissions (default 30)")
+    _limits(b)
+    b.set_defaults(func=_cmd_bench)

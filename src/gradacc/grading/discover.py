@@ -1,0 +1,220 @@
+"""Finding what to grade: the reference notebooks and their hidden checks (``hidden/NN_topic.py``), and every file in a
+submissions folder (one folder per student or flat ``<student>__NN_topic.ipynb`` files), read without trusting it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import warnings
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import nbformat
+
+from ..course.notebooks import check_cells, generate_exercise
+from .gradebook import GradingError, Reference, _short
+
+__all__ = [
+    "MAX_NOTEBOOK_BYTES",
+    "load_hidden",
+    "load_references",
+    "read_submission",
+    "Found",
+    "discover",
+]
+
+
+MAX_NOTEBOOK_BYTES = 32 * 2**20
+
+
+_IGNORED_NAMES = ("__MACOSX", "__pycache__", "Thumbs.db")
+
+
+# --------------------------------------------------------------------------------------------------------- references
+_HIDDEN_HEADER = re.compile(r"^# %% hidden[ \t]+(\S+)[ \t]*$", re.M)
+
+
+def load_hidden(path: Path) -> tuple[str, dict[str, list[str]]]:
+    """Read a hidden-checks file: ``(preamble, {check id: [code block, ...]})``.
+
+    Format (``hidden/NN_topic.py``, a plain Python file ruff can lint): code before the first header is a preamble
+    that runs before every block (imports, helpers); each ``# %% hidden X.Y`` line starts a block that belongs to
+    check ``X.Y``. At grading time each block becomes a code cell right after the reference's check cell ``X.Y``; it
+    runs in a copy of the notebook's namespace (it sees the student's functions; its own names never leak) with
+    ``GRADACC_SEED`` (an int chosen per grading run) defined. A block must PRINT the student's results on inputs drawn
+    from ``GRADACC_SEED`` (rounded to what is stable), not a verdict: the grader compares that text with what the
+    reference solution prints for the same seed.
+
+    Raises:
+        GradingError: no ``# %% hidden X.Y`` header, or an empty block.
+    """
+    text = Path(path).read_text(encoding="utf-8")
+    parts = _HIDDEN_HEADER.split(text)
+    preamble, blocks = parts[0], {}
+    for check, code in zip(parts[1::2], parts[2::2], strict=True):
+        if not code.strip():
+            raise GradingError(f"{path}: the block '# %% hidden {check}' is empty")
+        blocks.setdefault(check, []).append(code.strip("\n") + "\n")
+    if not blocks:
+        raise GradingError(f"{path}: no '# %% hidden X.Y' block (each block starts with such a line)")
+    return preamble, blocks
+
+
+def load_references(
+    reference: Path, hidden: Path | None = None, exercises: Sequence[str] | None = None
+) -> dict[str, Reference]:
+    """Load every ``reference/NN_topic.ipynb`` (or one notebook) and its hidden checks ``hidden/NN_topic.py``.
+
+    Args:
+        reference: the solutions folder, or one solution notebook.
+        hidden: folder of hidden-check files (``None``: no hidden checks).
+        exercises: names (``02_pytorch``) to grade; every reference is still loaded to recognize wrong exercises.
+
+    Raises:
+        GradingError: no notebook, an exercise name that is no reference, a check cell without its stored output,
+            solution or check cells lacking ids, hidden checks for a check the reference does not have.
+    """
+    reference = Path(reference)
+    paths = [reference] if reference.is_file() else sorted(reference.glob("*.ipynb"))
+    if not paths:
+        raise GradingError(f"no reference notebooks in {reference} (pass --reference solutions/)")
+    refs: dict[str, Reference] = {}
+    for path in paths:
+        nb = nbformat.read(path, as_version=4)
+        try:
+            checks, exercise = check_cells(nb), generate_exercise(nb)
+        except ValueError as exc:
+            raise GradingError(f"reference {path}: {exc}") from exc
+        solution_ids = [
+            c.get("id") for c in nb.cells if c.cell_type == "code" and "solution" in c.metadata.get("tags", [])
+        ]
+        if not checks:
+            continue  # a notebook without graded checks is no exercise
+        ids = solution_ids + [c["id"] for c in checks]
+        if None in ids or len(set(ids)) != len(ids):
+            raise GradingError(f"reference {path}: every solution and check cell needs its own cell id, got {ids}")
+        refs[path.stem] = Reference(path.stem, path, nb, exercise, checks, solution_ids)
+    if exercises:
+        unknown = sorted(set(exercises) - set(refs))
+        if unknown:
+            raise GradingError(f"no reference for {unknown}; references: {sorted(refs)}")
+    for name, ref in refs.items():
+        unrun = [c["id"] for c in ref.checks if not ref.notebook.cells[c["index"]].get("outputs")]
+        if unrun and (not exercises or name in exercises):
+            raise GradingError(
+                f"reference {ref.path}: check cells {unrun} have no stored output (the expected 'Exercise X.Y: "
+                f"correct' line): run `gradacc execute {ref.path}` first"
+            )
+    if hidden is not None:
+        for name, ref in refs.items():
+            path = Path(hidden) / f"{name}.py"
+            if not path.exists():
+                continue
+            ref.hidden_preamble, ref.hidden = load_hidden(path)
+            unknown = sorted(set(ref.hidden) - {c["check"] for c in ref.checks})
+            if unknown:
+                raise GradingError(
+                    f"{path}: hidden checks for {unknown}, but {name} has checks {[c['check'] for c in ref.checks]}"
+                )
+    return refs
+
+
+# -------------------------------------------------------------------------------------------------------- submissions
+def read_submission(path: Path) -> tuple[nbformat.NotebookNode | None, list[str | None], str]:
+    """Parse a submitted file: ``(notebook or None, the cell ids as written in the file, problem)``.
+
+    ``problem`` is empty when the file is a readable notebook; otherwise it says what is wrong (empty, too large,
+    not UTF-8 JSON, not a notebook). The ids come from the raw JSON (nbformat invents ids where they are missing).
+    """
+    path = Path(path)
+    size = path.stat().st_size
+    if size == 0:
+        return None, [], "the file is empty (0 bytes)"
+    if size > MAX_NOTEBOOK_BYTES:
+        return None, [], f"the file is {size / 2**20:.1f} MiB, over the {MAX_NOTEBOOK_BYTES // 2**20} MiB limit"
+    try:
+        text = path.read_bytes().decode("utf-8")
+        raw = json.loads(text)
+    except UnicodeDecodeError:
+        return None, [], "the file is not UTF-8 text (a binary file?)"
+    except ValueError as exc:
+        return None, [], f"the file is not valid JSON ({_short(exc, 120)})"
+    if not isinstance(raw, dict) or not isinstance(raw.get("cells"), list) or "nbformat" not in raw:
+        return None, [], "the file is JSON but not a Jupyter notebook (no 'nbformat' and list of 'cells')"
+    for i, cell in enumerate(raw["cells"]):
+        if (
+            not isinstance(cell, dict)
+            or cell.get("cell_type") not in ("code", "markdown", "raw")
+            or not isinstance(cell.get("source", ""), str | list)
+        ):
+            return None, [], f"cell {i} is not a notebook cell (needs a cell_type and a source)"
+    ids = [c.get("id") if isinstance(c.get("id"), str) else None for c in raw["cells"]]
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            nb = nbformat.reads(text, as_version=4)
+    except Exception as exc:  # nbformat raises several types on malformed notebooks
+        return None, [], f"nbformat cannot read it: {_short(exc, 160)}"
+    return nb, ids, ""
+
+
+# --------------------------------------------------------------------------------------------------------- discovery
+@dataclass
+class Found:
+    """A file in the submissions folder: who sent it, which exercise its name says, and whether that is known."""
+
+    student: str
+    exercise: str
+    path: Path
+    recognized: bool
+    note: str = ""
+    real_student: bool = True
+
+
+def _ignored(name: str) -> bool:
+    return name.startswith(".") or name in _IGNORED_NAMES
+
+
+def _classify(student: str, path: Path, filename: str, names: set[str]) -> Found:
+    if not filename.endswith(".ipynb"):
+        return Found(student, Path(filename).stem, path, False, "not a .ipynb file")
+    stem = filename[: -len(".ipynb")]
+    if stem in names:
+        return Found(student, stem, path, True)
+    cleaned = re.sub(r"(?i)(\s*[-_ ]\s*copy\d*|\s*\(\d+\))+$", "", stem).strip()
+    if cleaned in names:
+        return Found(student, cleaned, path, True, f"file name {filename!r} read as {cleaned}.ipynb")
+    return Found(student, stem, path, False, f"no exercise is called {stem!r} (expected {sorted(names)})")
+
+
+def discover(folder: Path, names: Iterable[str]) -> list[Found]:
+    """Every submitted file: ``folder/<student>/**/NN_topic.ipynb`` or ``folder/<student>__NN_topic.ipynb``.
+
+    Dot files and folders, ``__MACOSX`` and ``.ipynb_checkpoints`` are skipped; every other file is returned, and
+    those whose name is no exercise (after dropping ``-Copy1`` / `` (1)`` suffixes) come back with
+    ``recognized=False``.
+
+    Raises:
+        GradingError: ``folder`` is not a folder.
+    """
+    folder, names = Path(folder), set(names)
+    if not folder.is_dir():
+        raise GradingError(f"submissions folder {folder} does not exist or is not a folder")
+    found = []
+    for entry in sorted(folder.iterdir()):
+        if _ignored(entry.name):
+            continue
+        if entry.is_dir():
+            for path in sorted(entry.rglob("*")):
+                if path.is_file() and not any(_ignored(p) for p in path.relative_to(entry).parts):
+                    found.append(_classify(entry.name, path, path.name, names))
+        elif entry.is_file():
+            student, sep, rest = entry.name.partition("__")
+            if sep and student:
+                found.append(_classify(student, entry, rest, names))
+            else:
+                note = "files at the top level must be named <student>__NN_topic.ipynb"
+                found.append(Found(entry.stem, entry.stem, entry, False, note, real_student=False))
+    return found

@@ -1,0 +1,206 @@
+"""What grading produces: the statuses, the settings and limits of a run, the rows and the gradebook (CSV with one
+column per check, per-student Markdown feedback), and the escaping that keeps a student's text inert in both.
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import nbformat
+
+__all__ = [
+    "STATUSES",
+    "GradingError",
+    "Settings",
+    "Reference",
+    "Row",
+    "Gradebook",
+]
+
+
+STATUSES: dict[str, str] = {
+    "graded": "the notebook ran to the end within the limits; points are the checks it passed",
+    "timeout": "a cell ran past --cell-timeout (points: checks passed anyway) or the notebook past --timeout (0 points)",
+    "crashed": "the kernel died (killed itself, segfault) or the grading process failed; points: checks passed before",
+    "memory-limit": "a cell ran out of the --memory-mib limit (MemoryError); points: checks passed anyway",
+    "output-limit": "the notebook printed more than --max-output-kib; the kernel was stopped; points: checks passed before",
+    "invalid-notebook": "the file is empty, not JSON, or not a Jupyter notebook; 0 points",
+    "wrong-exercise": "the notebook is another exercise (its cell ids or cells match another one); 0 points",
+    "duplicate": "more than one file for the same student and exercise; none graded (keep one and grade again)",
+    "missing": "no file for this exercise from a student who submitted something else; 0 points",
+    "unrecognized": "a file whose name is no exercise (listed so that nothing goes unseen); 0 points",
+    "grader-error": "the grader itself failed on this file (a bug: please report it); the exit code is 1",
+}
+
+
+class GradingError(RuntimeError):
+    """The grader cannot run (bad reference or hidden checks, missing folder); the CLI exits with code 2."""
+
+
+@dataclass
+class Settings:
+    """Limits of one grading run.
+
+    Attributes:
+        timeout: wall-clock seconds per notebook (the nbval process and its kernel are killed after it).
+        cell_timeout: seconds per cell (nbval interrupts the kernel; the next cells still run).
+        memory_mib: ``RLIMIT_DATA`` of the nbval process and its kernel, in MiB (2**20 bytes); each has its own.
+        max_output_kib: all outputs of one notebook together, in KiB; the kernel is stopped past it.
+        workers: notebooks run at the same time (default: the number of cores).
+        seed: seed of the hidden checks' inputs (default: a fresh random one per grading run).
+        file_mib: the largest file the kernel may write, in MiB (``RLIMIT_FSIZE``).
+    """
+
+    timeout: float = 300.0
+    cell_timeout: float = 120.0
+    memory_mib: int = 2048
+    max_output_kib: int = 2048
+    workers: int = field(default_factory=lambda: os.cpu_count() or 1)
+    seed: int | None = None
+    file_mib: int = 256
+
+    def __post_init__(self) -> None:
+        for name in ("timeout", "cell_timeout", "memory_mib", "max_output_kib", "workers", "file_mib"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
+
+
+@dataclass
+class Reference:
+    """One exercise as the grader knows it: the pristine reference notebook and what it derives from it."""
+
+    name: str
+    path: Path
+    notebook: nbformat.NotebookNode
+    exercise: nbformat.NotebookNode
+    checks: list[dict]
+    solution_ids: list[str]
+    hidden: dict[str, list[str]] = field(default_factory=dict)
+    hidden_preamble: str = ""
+    expected: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def max_points(self) -> float:
+        return sum(c["points"] for c in self.checks)
+
+    @property
+    def known_ids(self) -> set[str]:
+        return set(self.solution_ids) | {c["id"] for c in self.checks}
+
+    @property
+    def stubs(self) -> dict[str, str]:
+        return {c.id: c.source for c in self.exercise.cells if c.get("id") in self.solution_ids}
+
+
+@dataclass
+class Row:
+    """One gradebook row: a (student, exercise) pair, or one unrecognized file."""
+
+    student: str
+    exercise: str
+    status: str
+    points: float = 0
+    max_points: float = 0
+    message: str = ""
+    file: str = ""
+    seconds: float | None = None
+    peak_mib: float | None = None
+    flags: str = ""
+    checks: dict[str, float] = field(default_factory=dict)
+    feedback: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Gradebook:
+    """All rows of a grading run, with the check columns, the hidden checks' seed and the wall time (s)."""
+
+    rows: list[Row]
+    check_columns: list[str]
+    seed: int
+    wall_s: float
+
+    def row(self, student: str, exercise: str) -> Row:
+        matches = [r for r in self.rows if r.student == student and r.exercise == exercise]
+        if len(matches) != 1:
+            raise KeyError(f"{len(matches)} rows for ({student!r}, {exercise!r})")
+        return matches[0]
+
+    def write_csv(self, path: Path) -> None:
+        """One row per (student, exercise): the fixed columns, then ``check X.Y`` (points earned) per check."""
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fixed = ["student", "exercise", "points", "max_points", "status", "message", "file", "seconds", "peak_mib"]
+        with path.open("w", newline="", encoding="utf-8") as f:
+            writer = csv.writer(f)
+            writer.writerow(fixed + ["flags"] + [f"check {c}" for c in self.check_columns])
+            for r in self.rows:
+                values = [
+                    r.student,
+                    r.exercise,
+                    _num(r.points),
+                    _num(r.max_points),
+                    r.status,
+                    r.message,
+                    r.file,
+                    "" if r.seconds is None else f"{r.seconds:.1f}",
+                    "" if r.peak_mib is None else f"{r.peak_mib:.0f}",
+                    r.flags,
+                ] + [_num(r.checks[c]) if c in r.checks else "" for c in self.check_columns]
+                writer.writerow([_csv_safe(v) for v in values])
+
+    def write_feedback(self, folder: Path) -> list[Path]:
+        """Write ``folder/<student>.md`` for every student: per exercise the status, points and each check's result."""
+        folder = Path(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        written = []
+        for student in sorted({r.student for r in self.rows}):
+            rows = [r for r in self.rows if r.student == student]
+            lines = [f"# Feedback: {_md(student)}", "", "| exercise | points | status |", "|---|---|---|"]
+            for r in rows:
+                lines.append(f"| {_md(r.exercise)} | {_num(r.points)} / {_num(r.max_points)} | {r.status} |")
+            for r in rows:
+                lines += ["", f"## {_md(r.exercise)}: {_num(r.points)} / {_num(r.max_points)} points ({r.status})", ""]
+                if r.status != "graded":
+                    lines.append(f"- {_md(STATUSES.get(r.status, r.status))}")
+                if r.message and r.status != "graded":
+                    lines.append(f"- `{_code(r.message)}`")
+                lines += [f"- {line}" for line in r.feedback]
+            path = folder / f"{_safe_name(student)}.md"
+            number = 1
+            while path in written:  # two names that differ only in characters a file name cannot hold
+                number += 1
+                path = folder / f"{_safe_name(student)}-{number}.md"
+            path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+            written.append(path)
+        return written
+
+
+def _num(x: float) -> str:
+    return str(int(x)) if float(x).is_integer() else f"{x:g}"
+
+
+def _csv_safe(value: str) -> str:
+    """Keep a spreadsheet from evaluating a cell (``=...``, ``+...``, ``-...``, ``@...``): prefix a quote."""
+    value = str(value)
+    return "'" + value if value[:1] in ("=", "+", "-", "@") and not re.fullmatch(r"-?\d+(\.\d+)?", value) else value
+
+
+def _md(text: str) -> str:
+    return re.sub(r"([\\`*_\[\]<>|#])", r"\\\1", str(text))
+
+
+def _code(text: str) -> str:
+    return " ".join(str(text).replace("`", "'").split())
+
+
+def _safe_name(name: str) -> str:
+    return re.sub(r"[^\w.-]", "_", name).strip(".") or "student"
+
+
+def _short(text: str, limit: int = 240) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -1,0 +1,120 @@
+"""Running a merged notebook: ``pytest --nbval-lax`` in a separate process under the limits of ``Settings``, with
+``gradacc.grading.plugin`` inside it, and the reference's own calibration runs that give the hidden checks' expected
+text.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import nbformat
+
+from ..course.notebooks import NbvalRun, run_nbval
+from .gradebook import GradingError, Reference, Settings
+from .merge import merge_submission
+
+__all__ = []
+
+
+# ---------------------------------------------------------------------------------------------------------- running
+def _run_merged(nb, name: str, settings: Settings) -> tuple[NbvalRun, dict]:
+    """Run a merged notebook under nbval with the grading plugin; returns the run and the plugin's capture."""
+    from .plugin import ENV
+
+    threads = str(max(1, (os.cpu_count() or 1) // settings.workers))
+    with tempfile.TemporaryDirectory(prefix="gradacc-grade-", ignore_cleanup_errors=True) as tmp:
+        path, capture = Path(tmp) / f"{name}.ipynb", Path(tmp) / "capture.json"
+        path.write_text(nbformat.writes(nb), encoding="utf-8")
+        plugin = {
+            "capture": str(capture),
+            "memory_bytes": settings.memory_mib * 2**20,
+            "file_bytes": settings.file_mib * 2**20,
+            "output_bytes": settings.max_output_kib * 2**10,
+            "text_bytes": 4096,
+        }
+        env = {
+            ENV: json.dumps(plugin),
+            "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",  # only nbval and our plugin in the runner
+            "PYTHONSAFEPATH": "1",  # the runner does not import from its working directory
+            "OMP_NUM_THREADS": threads,
+            "MKL_NUM_THREADS": threads,
+            "OPENBLAS_NUM_THREADS": threads,
+        }
+        run = run_nbval(
+            path,
+            lax=True,
+            timeout=settings.timeout,
+            cell_timeout=settings.cell_timeout,
+            env=env,
+            extra_args=("-p", "gradacc.grading.plugin", "-p", "nbval.plugin", "--noconftest"),
+            max_output_bytes=settings.max_output_kib * 2**10 + 2**16,
+        )
+        data = None
+        if capture.exists() and capture.stat().st_size < 2**20 + 2 * settings.max_output_kib * 2**10:
+            try:
+                data = json.loads(capture.read_text(encoding="utf-8"))
+            except ValueError:
+                data = None
+        return run, _clean_capture(data)
+
+
+def _clean_capture(data: object) -> dict:
+    """The plugin's capture with the types ``_score`` expects (the file sat where the student's code could write)."""
+    data = data if isinstance(data, dict) else {}
+    cells = {}
+    for key, cell in (data.get("cells") if isinstance(data.get("cells"), dict) else {}).items():
+        cell = cell if isinstance(cell, dict) else {}
+        error = cell.get("error") if isinstance(cell.get("error"), dict) else None
+        cells[str(key)] = {
+            "stdout": str(cell.get("stdout", "")),
+            "stderr": str(cell.get("stderr", "")),
+            "error": None
+            if error is None
+            else {"ename": str(error.get("ename", "")), "evalue": str(error.get("evalue", ""))},
+        }
+    events = [
+        {"kind": str(e.get("kind", "")), "cell": str(e.get("cell")), "detail": str(e.get("detail", ""))}
+        for e in (data.get("events") if isinstance(data.get("events"), list) else [])
+        if isinstance(e, dict)
+    ]
+    started = [str(s) for s in (data.get("started") if isinstance(data.get("started"), list) else [])]
+    return {"cells": cells, "events": events, "started": started}
+
+
+def _calibrate(ref: Reference, settings: Settings, seed: int, pool: ThreadPoolExecutor) -> None:
+    """Run the reference's own answers twice; fill ``ref.expected`` with what each hidden check printed.
+
+    Raises:
+        GradingError: the reference fails a check, a hidden check raises or prints nothing, or the two runs print
+            different text (round the printed values coarser).
+    """
+    answers = {c.id: c.source for c in ref.notebook.cells if c.get("id") in ref.solution_ids}
+    merged, layout = merge_submission(ref, answers, seed)
+    runs = [f.result() for f in [pool.submit(_run_merged, merged, ref.name, settings) for _ in range(2)]]
+    outputs = []
+    for run, capture in runs:
+        failed = [
+            k
+            for k, i in layout.items()
+            if not k.startswith("solution:") and run.cells.get(i, {}).get("outcome") != "passed"
+        ]
+        if run.returncode == -9 or failed:
+            raise GradingError(
+                f"the reference {ref.path} fails under the grader ({'timeout' if run.returncode == -9 else failed}); "
+                f"events {capture.get('events')}; nbval said:\n{run.output[-3000:]}"
+            )
+        cells = capture.get("cells", {})
+        for key in layout:
+            if key.startswith("hidden:") and (cells.get(key, {}).get("error") or not cells.get(key, {}).get("stdout")):
+                raise GradingError(
+                    f"{ref.name}: hidden check {key} must print the student's results, got {cells.get(key)}"
+                )
+        outputs.append({k: cells[k]["stdout"] for k in layout if k.startswith("hidden:")})
+    if outputs[0] != outputs[1]:
+        differ = sorted(k for k in outputs[0] if outputs[0][k] != outputs[1].get(k))
+        raise GradingError(f"{ref.name}: hidden checks {differ} print different text on two runs of the reference")
+    ref.expected = outputs[0]

@@ -1,0 +1,363 @@
+"""Scoring: a check earns its points when nbval passed the reference's check cell and every hidden check printed what
+the reference printed (numbers within one unit of the last digit); ``grade`` runs a whole class in parallel and
+``bench_grading`` measures it.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import re
+import secrets
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from pathlib import Path
+
+import nbformat
+
+from ..course.notebooks import NbvalRun
+from .discover import Found, discover, load_references, read_submission
+from .gradebook import Gradebook, Reference, Row, Settings, _code, _md, _num, _short
+from .merge import _flags, identify, match_solutions, merge_submission
+from .run import _calibrate, _run_merged
+
+__all__ = [
+    "same_output",
+    "grade",
+    "bench_grading",
+]
+
+
+_NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
+
+
+def same_output(got: str, want: str) -> bool:
+    """Whether a hidden check printed the same as the reference: equal text and integers, decimal numbers within one
+    unit of the last digit the reference printed (``0.12345`` accepts 0.12344 .. 0.12346; ``1.5e-03`` accepts
+    1.4e-03 .. 1.6e-03).
+
+    Rounding makes the last digit flip for answers that differ from the reference in float noise only (a different
+    summation order); a wrong answer differs far more. ``nan`` and ``inf`` must match as text.
+    """
+    got_parts, want_parts = _NUMBER.split(got), _NUMBER.split(want)
+    got_numbers, want_numbers = _NUMBER.findall(got), _NUMBER.findall(want)
+    if got_parts != want_parts or len(got_numbers) != len(want_numbers):
+        return False
+    for g, w in zip(got_numbers, want_numbers, strict=True):
+        if not any(c in w for c in ".eE"):  # integers (counts, sizes) must match exactly
+            if g != w:
+                return False
+            continue
+        mantissa, _, exponent = w.lower().partition("e")
+        decimals = len(mantissa.partition(".")[2])
+        unit = 10.0 ** (int(exponent or 0) - decimals)
+        if not abs(float(g) - float(w)) <= 1.000001 * unit:
+            return False
+    return True
+
+
+def _check_message(check: str, captured: dict | None, stopped: bool, cell_timeout: float) -> str:
+    """What the student sees for a failed visible check: its own ``Exercise X.Y: ...`` line, or why there is none."""
+    if not captured or stopped and not captured.get("stdout") and not captured.get("error"):
+        return "the check could not run: the kernel had stopped (see the status)"
+    lines = captured.get("stdout", "").splitlines()
+    own = [line for line in lines if line.startswith(f"Exercise {check}:")]
+    if own and own[0].strip() == f"Exercise {check}: correct" and len(lines) > 1:
+        return "the check printed 'correct' but also other lines (your code printed while being checked)"
+    if own:
+        return _short(own[0], 300)
+    if captured.get("error"):
+        err = captured["error"]
+        if err["ename"] == "KeyboardInterrupt":
+            return f"the check was interrupted after {cell_timeout:g} s (an endless loop in your code?)"
+        return _short(f"the check cell raised {err['ename']}" + (f": {err['evalue']}" if err["evalue"] else ""), 300)
+    if captured.get("stderr"):
+        return "the check printed to stderr (a warning from your code?) instead of its one line"
+    return "the check printed nothing (did your code redirect sys.stdout?)"
+
+
+def _score(ref: Reference, layout: dict[str, int], run: NbvalRun, capture: dict, settings: Settings, row: Row) -> None:
+    cells, events = capture["cells"], capture["events"]
+    kinds = {e.get("kind") for e in events}
+
+    def outcome(key: str) -> str:
+        return run.cells.get(layout[key], {}).get("outcome", "not run")
+
+    failures = []
+    for check in ref.checks:
+        cid, points = str(check["check"]), check["points"]
+        visible = outcome(f"check:{cid}") == "passed"
+        hidden_keys = [k for k in layout if k.startswith(f"hidden:{cid}:")]
+        hidden_problem = ""
+        for key in hidden_keys:
+            got = cells.get(key) or {}
+            if got.get("error"):
+                err = got["error"]
+                hidden_problem = f"your code raised {err['ename']}" + (
+                    f": {_short(err['evalue'], 200)}" if err["evalue"] else ""
+                )
+            elif outcome(key) != "passed" or not same_output(got.get("stdout", ""), ref.expected.get(key, "")):
+                hidden_problem = "your results differ from the reference solution's"
+            if hidden_problem:
+                break
+        earned = points if visible and not hidden_problem else 0
+        row.checks[cid] = earned
+        row.points += earned
+        if earned:
+            row.feedback.append(f"Exercise {cid} ({_num(points)} points): passed")
+            continue
+        if not visible:
+            stopped = bool(kinds & {"kernel-died", "output-limit"})
+            why = _check_message(cid, cells.get(f"check:{cid}"), stopped, settings.cell_timeout)
+        else:
+            why = (
+                "your answer passed the check in the notebook but not the grader's additional check on inputs drawn "
+                f"at grading time: {hidden_problem}"
+            )
+        failures.append(f"{cid}: {_short(why if not visible else 'hidden check failed: ' + hidden_problem, 160)}")
+        row.feedback.append(f"Exercise {cid} (0 / {_num(points)} points): failed: `{_code(why)}`")
+
+    last = capture["started"][-1:] or ["?"]
+    memory = any(
+        (c["error"] or {}).get("ename") == "MemoryError"
+        or "can't allocate memory" in (c["error"] or {}).get("evalue", "")
+        for c in cells.values()
+    ) or any("MemoryError" in c.get("message", "") for c in run.cells.values())
+    if run.returncode == -9:
+        row.status, row.points = "timeout", 0
+        row.checks = dict.fromkeys(row.checks, 0)
+        row.feedback = [f"the notebook did not finish within {settings.timeout:g} s (still running: {last[0]})"]
+        status_message = row.feedback[0]
+    elif "output-limit" in kinds:
+        row.status = "output-limit"
+        where = next((e.get("cell") for e in events if e.get("kind") == "output-limit"), last[0])
+        status_message = f"more than {settings.max_output_kib} KiB of output (at {where}); the kernel was stopped"
+    elif run.output_bytes > settings.max_output_kib * 2**10:
+        row.status = "output-limit"
+        status_message = (
+            f"{run.output_bytes / 2**20:.1f} MiB written straight into the grading process's pipe (past the "
+            f"{settings.max_output_kib} KiB cap; kept the first part only)"
+        )
+    elif "kernel-died" in kinds:
+        row.status = "crashed"
+        where = next((e.get("cell") for e in events if e.get("kind") == "kernel-died"), last[0])
+        status_message = f"the kernel died while running {where}"
+    elif memory:
+        row.status = "memory-limit"
+        status_message = f"a cell ran out of memory (limit {settings.memory_mib} MiB)"
+    elif "cell-timeout" in kinds:
+        row.status = "timeout"
+        where = [e.get("cell") for e in events if e.get("kind") == "cell-timeout"]
+        status_message = f"cell(s) {where} ran past {settings.cell_timeout:g} s and were interrupted"
+    elif not run.cells:
+        row.status = "crashed"
+        status_message = f"the nbval process exited with code {run.returncode}: {_short(run.output[-400:], 300)}"
+    else:
+        row.status = "graded"
+        status_message = ""
+    if status_message and run.returncode != -9:
+        row.feedback.insert(0, f"{row.status}: `{_code(status_message)}`")
+    row.message = "; ".join(filter(None, [status_message] + failures + [row.message]))
+    row.seconds, row.peak_mib = run.wall_s, run.peak_mib
+
+
+def _grade_one(
+    student: str, path: Path, ref: Reference, refs: dict[str, Reference], seed: int, settings: Settings
+) -> Row:
+    row = Row(student, ref.name, "graded", max_points=ref.max_points, file=str(path))
+    row.checks = {str(c["check"]): 0 for c in ref.checks}
+    nb, ids, problem = read_submission(path)
+    if nb is None:
+        row.status, row.message = "invalid-notebook", problem
+        row.feedback.append(f"`{_code(problem)}`")
+        return row
+    other, how = identify(nb, ids, ref.name, refs)
+    if other is not None:
+        row.status = "wrong-exercise"
+        row.message = f"this file should be {ref.name}.ipynb, but {how}"
+        row.feedback.append(f"`{_code(row.message)}`")
+        return row
+    sources, notes = match_solutions(ref, nb, ids)
+    row.flags = _flags(sources.values())
+    merged, layout = merge_submission(ref, sources, seed)
+    run, capture = _run_merged(merged, ref.name, settings)
+    row.message = "; ".join(notes)
+    _score(ref, layout, run, capture, settings, row)
+    row.feedback += [f"note: {_md(n)}" for n in notes]
+    return row
+
+
+# ------------------------------------------------------------------------------------------------------------ grade
+def grade(
+    submissions: Path,
+    reference: Path,
+    *,
+    hidden: Path | None = None,
+    exercises: Sequence[str] | None = None,
+    settings: Settings | None = None,
+    progress: bool = True,
+    log: Callable[[str], None] | None = None,
+) -> Gradebook:
+    """Grade every submission in ``submissions`` against the reference notebooks; see the module docstring.
+
+    Returns a ``Gradebook`` with one row per (student, exercise) for each student found and each exercise graded,
+    plus one row per unrecognized file. Raises ``GradingError`` when grading cannot start (bad folders, a
+    reference that fails its own checks, unstable hidden checks).
+    """
+    settings = settings or Settings()
+    log = log or (lambda msg: print(msg, file=sys.stderr))
+    start = time.perf_counter()
+    refs = load_references(reference, hidden, exercises)
+    selected = {n: r for n, r in refs.items() if not exercises or n in exercises}
+    found = discover(submissions, refs)
+    seed = settings.seed if settings.seed is not None else secrets.randbelow(2**31)
+
+    rows: list[Row] = []
+    jobs: list[tuple[str, Path, Reference]] = []
+    groups: dict[tuple[str, str], list[Found]] = {}
+    for f in found:
+        if not f.recognized:
+            rows.append(Row(f.student, f.exercise, "unrecognized", message=f.note, file=str(f.path)))
+        elif f.exercise in selected:
+            groups.setdefault((f.student, f.exercise), []).append(f)
+    for (student, name), files in sorted(groups.items()):
+        ref = selected[name]
+        if len(files) > 1:
+            listed = ", ".join(str(f.path) for f in files)
+            rows.append(
+                Row(
+                    student,
+                    name,
+                    "duplicate",
+                    0,
+                    ref.max_points,
+                    f"{len(files)} files: {listed}; keep one and grade again",
+                    listed,
+                    checks={str(c["check"]): 0 for c in ref.checks},
+                )
+            )
+        else:
+            jobs.append((student, files[0].path, ref))
+            if files[0].note:
+                log(f"{student}: {files[0].note}")
+    students = sorted({f.student for f in found if f.real_student})
+    for student in students:
+        for name, ref in selected.items():
+            if not any(f.student == student and f.exercise == name and f.recognized for f in found):
+                rows.append(
+                    Row(
+                        student,
+                        name,
+                        "missing",
+                        0,
+                        ref.max_points,
+                        f"no {name}.ipynb from {student}",
+                        checks={str(c["check"]): 0 for c in ref.checks},
+                    )
+                )
+
+    needed = sorted({ref.name for _, _, ref in jobs})
+    for name in selected:
+        if not selected[name].hidden:
+            log(
+                f"warning: {name} has no hidden checks: a student's code that tampers with the kernel could forge its "
+                "visible checks (see the README's instructor's guide)"
+            )
+        else:
+            lacking = [c["check"] for c in selected[name].checks if str(c["check"]) not in selected[name].hidden]
+            if lacking:
+                log(f"warning: {name}: checks {lacking} have no hidden check")
+    errors = 0
+    with ThreadPoolExecutor(max_workers=settings.workers) as pool:
+        if needed and any(selected[n].hidden for n in needed):
+            log(f"calibrating hidden checks of {needed} on the reference (seed {seed})")
+        for name in needed:
+            if selected[name].hidden:
+                _calibrate(selected[name], settings, seed, pool)
+        futures = {pool.submit(_grade_one, s, p, ref, refs, seed, settings): (s, p, ref) for s, p, ref in jobs}
+        bar = None
+        if progress and futures:
+            from tqdm.auto import tqdm
+
+            bar = tqdm(total=len(futures), desc="grading", unit="notebook", file=sys.stderr)
+        for future in as_completed(futures):
+            student, path, ref = futures[future]
+            try:
+                rows.append(future.result())
+            except Exception as exc:  # a grader bug must cost one row, not the gradebook
+                errors += 1
+                rows.append(
+                    Row(
+                        student,
+                        ref.name,
+                        "grader-error",
+                        0,
+                        ref.max_points,
+                        f"{type(exc).__name__}: {exc}",
+                        str(path),
+                        checks={str(c["check"]): 0 for c in ref.checks},
+                    )
+                )
+            if bar is not None:
+                bar.update()
+        if bar is not None:
+            bar.close()
+    rows.sort(key=lambda r: (r.student, r.exercise, r.file))
+    columns = sorted({str(c["check"]) for r in selected.values() for c in r.checks}, key=_check_key)
+    return Gradebook(rows, columns, seed, time.perf_counter() - start)
+
+
+def _check_key(check: str) -> tuple:
+    return tuple(int(p) if p.isdigit() else p for p in re.split(r"[.]", check))
+
+
+# ------------------------------------------------------------------------------------------------------------- bench
+def bench_grading(
+    reference: Path, exercise: str, n: int = 30, *, hidden: Path | None = None, settings: Settings | None = None
+) -> dict:
+    """Grade ``n`` submissions of one exercise and time it: a third answered with the reference's answers, a third
+    left unanswered, a third with every ``raise NotImplementedError()`` replaced by ``pass`` (wrong answers).
+
+    Returns ``{"exercise", "submissions", "workers", "wall_s", "per_notebook_s", "cpu_s", "cores",
+    "load_average_1min", "statuses", "points"}``: seconds of wall time (the whole run, calibration included; the mean
+    per notebook) and of CPU time of all grading processes and kernels (what the run costs on an idle machine,
+    ``cpu_s / cores`` being a lower bound of its wall time there).
+    """
+    import resource
+
+    settings = settings or Settings()
+    refs = load_references(reference, hidden, [exercise])
+    ref = refs[exercise]
+    answers = {c.id: c.source for c in ref.notebook.cells if c.get("id") in ref.solution_ids}
+    with tempfile.TemporaryDirectory(prefix="gradacc-bench-") as tmp:
+        for i in range(n):
+            nb = copy.deepcopy(ref.exercise)
+            for cell in nb.cells:
+                if cell.get("id") in answers:
+                    if i % 3 == 0:
+                        cell.source = answers[cell.id]
+                    elif i % 3 == 2:
+                        cell.source = cell.source.replace("raise NotImplementedError()", "pass")
+            nbformat.write(nb, Path(tmp) / f"student{i:02d}__{exercise}.ipynb")
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        book = grade(Path(tmp), reference, hidden=hidden, exercises=[exercise], settings=settings, progress=True)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu_s = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
+    statuses: dict[str, int] = {}
+    for r in book.rows:
+        statuses[r.status] = statuses.get(r.status, 0) + 1
+    return {
+        "exercise": exercise,
+        "submissions": n,
+        "workers": settings.workers,
+        "wall_s": round(book.wall_s, 1),
+        "per_notebook_s": round(sum(r.seconds or 0 for r in book.rows) / max(n, 1), 1),
+        "cpu_s": round(cpu_s, 1),
+        "cores": os.cpu_count(),
+        "load_average_1min": round(os.getloadavg()[0], 1),
+        "statuses": statuses,
+        "points": sorted(r.points for r in book.rows),
+    }

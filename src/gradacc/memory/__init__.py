@@ -1,0 +1,65 @@
+"""Measuring and predicting the memory of a training step: one API used by every lesson (``from gradacc.memory import
+...``), one concern per module.
+
+One optimizer step made of N micro-steps (accumulation steps) is run for real and its peak memory is reported with a
+breakdown at the moment of the peak: parameters, gradients, optimizer state, activations (tensors the forward pass
+keeps for the backward pass), temporaries (backward and optimizer-step scratch) and other (inputs, buffers, allocator
+slack). Units: MiB (2**20 bytes) and seconds; batch sizes in samples.
+
+* ``tracker``: the categories, ``StepMemory`` and ``LiveStorageCounter`` (live tensor storages by category);
+* ``options``: optimizers and their state bytes, precisions, measuring methods, argument checks;
+* ``measure``: ``measure_run`` / ``measure_step`` (CUDA allocator, PyTorch's ``MemTracker`` or the counter),
+  ``time_step``, ``count_step_work``;
+* ``config``: the lessons' setups (``StepConfig``), ``measure_config`` and ``measure_sweep`` (real or fake tensors);
+* ``predict``: ``MemoryProfile``, ``profile_model``, ``predict_step``, ``smallest_fitting_accum_steps``;
+* ``xla``: XLA's compiled memory analysis for JAX.
+
+A teaching module: lessons, the widgets and the benchmark import it; it imports only ``data``, ``models`` and
+``accumulation`` (``tests/test_layout.py``).
+"""
+
+from .config import StepConfig, measure_config, measure_sweep
+from .measure import count_step_work, measure_run, measure_step, time_step
+from .options import (
+    METHODS,
+    OPTIMIZERS,
+    PRECISIONS,
+    STATE_BYTES_PER_PARAM,
+    check_budget,
+    check_divisible,
+    make_optimizer,
+    optimizer_state_bytes,
+)
+from .predict import MemoryProfile, predict_step, profile_config, profile_model, smallest_fitting_accum_steps
+from .tracker import CATEGORIES, MIB, LiveStorageCounter, StepMemory, format_breakdown
+from .xla import jax_compiled_memory, jax_memory_analysis
+
+__all__ = [
+    "MIB",
+    "CATEGORIES",
+    "OPTIMIZERS",
+    "PRECISIONS",
+    "STATE_BYTES_PER_PARAM",
+    "METHODS",
+    "StepMemory",
+    "format_breakdown",
+    "LiveStorageCounter",
+    "MemoryProfile",
+    "StepConfig",
+    "make_optimizer",
+    "optimizer_state_bytes",
+    "check_divisible",
+    "check_budget",
+    "measure_step",
+    "measure_run",
+    "measure_config",
+    "measure_sweep",
+    "profile_model",
+    "profile_config",
+    "predict_step",
+    "smallest_fitting_accum_steps",
+    "time_step",
+    "count_step_work",
+    "jax_compiled_memory",
+    "jax_memory_analysis",
+]

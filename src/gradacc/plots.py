@@ -1,0 +1,203 @@
+"""The memory figures and sentences the lessons and the memory explorer share: a stacked breakdown per N
+(``plot_breakdown``), a figure as PNG bytes, MiB formatting, and the "fits / smallest N" sentence (``fits_summary``).
+Plain matplotlib (the Agg backend works everywhere, inline in every notebook front end).
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Sequence
+from typing import Any
+
+from .memory import (
+    CATEGORIES,
+    StepMemory,
+)
+
+__all__ = [
+    "COLORS",
+    "format_mib",
+    "fits_summary",
+    "plot_breakdown",
+    "figure_png",
+]
+
+
+COLORS: dict[str, str] = {
+    "parameters": "#4c72b0",
+    "gradients": "#dd8452",
+    "optimizer_state": "#8172b3",
+    "activations": "#55a868",
+    "temporaries": "#c44e52",
+    "other": "#937860",
+}
+"""One colour per breakdown category (``gradacc.memory.CATEGORIES``)."""
+
+
+def format_mib(mib: float) -> str:
+    """``"19.6 MiB"`` below 1 GiB, ``"31.2 GiB"`` above."""
+    return f"{mib:.1f} MiB" if mib < 1024 else f"{mib / 1024:.1f} GiB"
+
+
+def fits_summary(
+    peaks_mib: dict[int, float],
+    accum_steps: int,
+    capacity_mib: float,
+    capacity_label: str = "",
+    *,
+    micro_batch_size: int | None = None,
+    persistent_mib: float | None = None,
+    source: str = "",
+) -> dict[str, Any]:
+    """Whether the step at ``accum_steps`` fits in ``capacity_mib``, and the smallest N that does.
+
+    Args:
+        peaks_mib: N -> peak MiB (measured or predicted) for the N values on offer.
+        accum_steps: the N selected (a key of ``peaks_mib``).
+        capacity_mib: the device's memory (MiB), > 0.
+        persistent_mib: parameters + gradients + optimizer state, quoted when no N fits.
+        source: where the peak comes from (``"measured"``, ``"predicted"``), quoted after it.
+
+    Returns:
+        ``{"fits": bool, "smallest_accum_steps": int | None, "text": str}``; the text is one sentence, e.g.
+        ``"N = 8 (micro-batch 512): peak 19.6 MiB, fits in 16 GB (T4, V100 16 GB). Smallest N that fits: 1."``
+
+    Raises:
+        ValueError: ``accum_steps`` not in ``peaks_mib``, or a non-positive capacity.
+    """
+    from .memory import check_budget
+
+    capacity = check_budget(capacity_mib)
+    if accum_steps not in peaks_mib:
+        raise ValueError(f"accum_steps={accum_steps} has no peak; known: {sorted(peaks_mib)}")
+    peak = peaks_mib[accum_steps]
+    fits = peak <= capacity
+    smallest = next((n for n in sorted(peaks_mib) if peaks_mib[n] <= capacity), None)
+    where = capacity_label or format_mib(capacity)
+    micro = f" (micro-batch {micro_batch_size})" if micro_batch_size else ""
+    verdict = "fits" if fits else "does not fit"
+    origin = f" ({source})" if source else ""
+    text = f"N = {accum_steps}{micro}: peak {format_mib(peak)}{origin}, {verdict} in {where}."
+    if smallest is not None:
+        text += f" Smallest N that fits: {smallest}."
+    else:
+        text += f" No N up to {max(peaks_mib)} fits"
+        if persistent_mib is not None:
+            text += f": parameters, gradients and optimizer state alone need {format_mib(persistent_mib)}"
+        text += "."
+    return {"fits": fits, "smallest_accum_steps": smallest, "text": text}
+
+
+def _unit(max_mib: float) -> tuple[str, float]:
+    return ("GiB", 1024.0) if max_mib >= 1024 else ("MiB", 1.0)
+
+
+def plot_breakdown(
+    ax: Any,
+    results: Sequence[StepMemory],
+    *,
+    predicted: Sequence[StepMemory] | None = None,
+    selected: int | None = None,
+    capacity_mib: float | None = None,
+    capacity_label: str = "",
+    title: str = "",
+    legend: bool = True,
+) -> dict[str, Any]:
+    """Draw a stacked bar of the breakdown per N on ``ax``, measured peaks as dots, predicted peaks as a line.
+
+    Measured bars are solid, predicted ones (where nothing was measured) pale; the selected N is outlined.
+
+    Args:
+        results: one ``StepMemory`` per bar (measured, or predicted where nothing was measured: drawn paler);
+            bars sit at equal spacing labelled with N.
+        predicted: predicted ``StepMemory`` per N (same N values) for the dashed line.
+        selected: the N to outline.
+        capacity_mib: a horizontal capacity line (or a note when it is far above every bar).
+        legend: draw the legend right of the axes (the explorer shows it as HTML instead: text is what makes a
+            redraw slow).
+
+    Returns:
+        ``{"ns": [N per bar], "tops": [bar heights in the plotted unit], "outline": the selection's Rectangle}``
+        (the explorer moves the outline instead of redrawing everything when only N changes).
+    """
+    from matplotlib.ticker import MaxNLocator
+
+    results = list(results)
+    ns = [r.accum_steps for r in results]
+    top = max([r.peak_mib for r in results] + [p.peak_mib for p in (predicted or [])] + [1e-9])
+    unit, scale = _unit(top)
+    xs = list(range(len(results)))
+    measured = [i for i, r in enumerate(results) if r.method != "predicted"]
+    guessed = [i for i, r in enumerate(results) if r.method == "predicted"]
+    bottoms = [0.0] * len(results)
+    for c in CATEGORIES:  # one bar call per category and kind: a few artists, a fast redraw
+        heights = [r.breakdown_mib[c] / scale for r in results]
+        for index, kind in ((measured, "measured"), (guessed, "predicted")):
+            if not index:
+                continue
+            ax.bar(
+                index,
+                [heights[i] for i in index],
+                bottom=[bottoms[i] for i in index],
+                color=COLORS[c],
+                alpha=1.0 if kind == "measured" else 0.35,
+                width=0.7,
+                label=c.replace("_", " ") if (kind == "measured" or not measured) else None,
+            )
+        bottoms = [bt + h for bt, h in zip(bottoms, heights, strict=True)]
+    i = ns.index(selected) if selected in ns else 0
+    outline = ax.bar(i, bottoms[i], width=0.7, fill=False, edgecolor="black", linewidth=1.5)[0]
+    outline.set_visible(selected in ns)
+    for fake in (False, True):
+        index = [i for i in measured if results[i].fake == fake]
+        if index:
+            ax.plot(
+                index,
+                [results[i].peak_mib / scale for i in index],
+                "o",
+                color="black",
+                markerfacecolor="white" if fake else "black",
+                markersize=5,
+                label="measured peak (fake tensors)" if fake else "measured peak",
+            )
+    if predicted:
+        ax.plot(xs, [p.peak_mib / scale for p in predicted], "--", color="black", lw=1, label="predicted peak")
+    if capacity_mib:
+        if capacity_mib <= 1.6 * top:
+            ax.axhline(capacity_mib / scale, color="crimson", lw=1.5, ls=":", label="capacity")
+        else:
+            ax.text(
+                0.99,
+                0.97,
+                f"capacity {capacity_label or format_mib(capacity_mib)}: {capacity_mib / top:,.0f}x the tallest bar",
+                transform=ax.transAxes,
+                ha="right",
+                va="top",
+                fontsize=7,
+                color="crimson",
+            )
+    ax.set_xticks(xs)
+    ax.set_xticklabels([str(n) for n in ns])
+    ax.set_xlabel("accumulation steps N")
+    ax.set_ylabel(f"peak memory ({unit})")
+    ax.yaxis.set_major_locator(MaxNLocator(5))
+    if title:
+        ax.set_title(title, fontsize=9)
+    if legend:
+        ax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+    return {"ns": ns, "tops": bottoms, "outline": outline}
+
+
+def figure_png(fig: Any, dpi: int = 80) -> bytes:
+    """Render a matplotlib figure to PNG bytes (Agg, fast zlib level; no pyplot state is touched)."""
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=dpi, pil_kwargs={"compress_level": 1})
+    return buffer.getvalue()
+
+
+def _new_figure(figsize: tuple[float, float] = (7.0, 3.0), right: float = 0.97) -> tuple[Any, Any]:
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=figsize)
+    fig.subplots_adjust(left=0.09, right=right, bottom=0.16, top=0.95)  # fixed margins: no second layout pass
+    return fig, fig.add_subplot()
