@@ -3,8 +3,9 @@
 1. **What the lessons teach and measure** (this folder's modules): ``data`` (real datasets that ship offline, seeded
    loaders, micro-batch splitting), ``models`` (every model the lessons share), ``accumulation`` (the plain-PyTorch
    reference loop), ``memory/`` (measuring and predicting a step's memory), the frameworks ``accelerate``,
-   ``trainer``, ``jaxacc``, ``distributed`` (launching real processes, DDP accumulation), ``pitfalls``, ``graphs``,
-   and ``widgets`` and ``bench``. Lessons import these. They never import ``course``, ``grading`` or ``workers``.
+   ``trainer``, ``jaxacc``, ``distributed`` (DDP accumulation, the lesson-07 runs), ``launch`` (starting real
+   processes under a time limit), ``pitfalls``, ``graphs``, ``plots`` (the memory figures), ``widgets`` and ``bench``.
+   Lessons import these. They never import ``course``, ``grading`` or ``workers``.
 2. **How the course is made and checked**: ``course/`` (``notebooks``: exercise generation, execution, nbval runs;
    ``badges``; ``environment``; ``checks/``: what exercise check cells call; ``pytest_plugin``; ``cli``). It may
    import the teaching modules; nothing teaching imports it (exercises and lesson 00 do, as notebooks).
