@@ -8,6 +8,7 @@ test grades the course's real solutions/ notebooks end to end.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import csv
 import json
@@ -415,7 +416,11 @@ def test_every_submission_got_exactly_one_row(book, corpus):
     # (a process killed at the end of another test may need a moment to exit: wait up to 20 s for it)
     leftovers = [p for p in psutil.process_iter(["cwd"]) if "gradacc-grade-" in (p.info["cwd"] or "")]
     _, alive = psutil.wait_procs(leftovers, timeout=20)
-    assert [p.pid for p in alive] == []
+    described = []
+    for p in alive:
+        with contextlib.suppress(psutil.Error):
+            described.append((p.pid, p.status(), p.ppid(), " ".join(p.cmdline())[:200]))
+    assert described == []
 
 
 @pytest.mark.notebook
