@@ -395,11 +395,13 @@ def test_tampering_with_the_kernel_earns_nothing(book):
         row = _row(book, student)
         assert (row.status, row.points, row.checks) == ("graded", 0, {"1.1": 0, "1.2": 0}), row
         assert flag in row.flags
-    # The forged verdict did fool the visible check: only the hidden check (values, not verdicts) caught it.
-    for student in ("tamper_patch", "tamper_print"):
-        row = _row(book, student)
-        assert row.message.startswith("1.1: hidden check failed: your results differ from the reference solution's")
-        assert "passed the check in the notebook but not the grader's additional check" in row.feedback[0]
+    # A patched gradacc.course.checks fools the visible check: only the hidden check (values, not verdicts) catches it.
+    row = _row(book, "tamper_patch")
+    assert row.message.startswith("1.1: hidden check failed: your results differ from the reference solution's")
+    assert "passed the check in the notebook but not the grader's additional check" in row.feedback[0]
+    # A forged printed line no longer fools it: the wrong check raises CheckFailed whatever was printed.
+    row = _row(book, "tamper_print")
+    assert row.message.startswith("1.1: the check cell raised CheckFailed although a line says correct"), row.message
 
 
 @pytest.mark.notebook
@@ -674,3 +676,26 @@ def test_a_reference_without_stored_check_outputs_is_refused(tmp_path):
     with pytest.raises(GradingError, match=r"check cells \['ex-1-1-check'\] have no stored output"):
         load_references(tmp_path / "solutions")
     assert list(load_references(tmp_path / "solutions", exercises=["02_small"])) == ["01_small", "02_small"]
+
+
+@pytest.mark.notebook
+def test_one_assignment_gives_one_row_per_student_by_default(corpus, tmp_path):
+    """The README's command for an assignment of 02 only: 3 students, 3 rows (no `missing` 01 rows); --all: 6."""
+    solutions, hidden, _ = corpus
+    subs = tmp_path / "subs"
+    answer = {"ex-2-1-solution": small_solution_02().cells[1].source}
+    for student in ("ann", "ben", "cy"):
+        _write(_answered(generate_exercise(small_solution_02()), answer), subs / student / "02_small.ipynb")
+    said = []
+    book = grade(subs, solutions, hidden=hidden, settings=SETTINGS, progress=False, log=said.append)
+    assert sorted((r.student, r.exercise, r.status, r.points) for r in book.rows) == [
+        (s, "02_small", "graded", 1) for s in ("ann", "ben", "cy")
+    ]
+    assert "grading the exercises handed in: 02_small (--all grades every exercise)" in said
+    every = grade(
+        subs, solutions, hidden=hidden, all_exercises=True, settings=SETTINGS, progress=False, log=said.append
+    )
+    assert sorted((r.student, r.exercise, r.status) for r in every.rows) == sorted(
+        [(s, "02_small", "graded") for s in ("ann", "ben", "cy")]
+        + [(s, "01_small", "missing") for s in ("ann", "ben", "cy")]
+    )

@@ -52,6 +52,7 @@ def _cmd_grade(args: argparse.Namespace) -> int:
             Path(args.reference),
             hidden=hidden,
             exercises=args.exercise,
+            all_exercises=args.all_exercises,
             settings=_settings_from(args),
             progress=not args.quiet,
         )
@@ -106,6 +107,12 @@ def add_cli(subparsers) -> None:
     p.add_argument("--out", default="gradebook.csv", help="gradebook CSV to write (default gradebook.csv)")
     p.add_argument("--feedback", help="folder for one Markdown feedback file per student")
     p.add_argument("--exercise", action="append", help="grade only this exercise (NN_topic; repeatable)")
+    p.add_argument(
+        "--all",
+        action="store_true",
+        dest="all_exercises",
+        help="grade every reference exercise (default: those at least one submission hands in)",
+    )
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     _limits(p)
     p.set_defaults(func=_cmd_grade)

@@ -65,6 +65,9 @@ def _check_message(check: str, captured: dict | None, stopped: bool, cell_timeou
         return "the check could not run: the kernel had stopped (see the status)"
     lines = captured.get("stdout", "").splitlines()
     own = [line for line in lines if line.startswith(f"Exercise {check}:")]
+    err = captured.get("error")
+    if own and own[0].strip() == f"Exercise {check}: correct" and err and err["ename"] == "CheckFailed":
+        return _short(f"the check cell raised CheckFailed although a line says correct: {err['evalue']}", 300)
     if own and own[0].strip() == f"Exercise {check}: correct" and len(lines) > 1:
         return "the check printed 'correct' but also other lines (your code printed while being checked)"
     if own:
@@ -197,22 +200,33 @@ def grade(
     *,
     hidden: Path | None = None,
     exercises: Sequence[str] | None = None,
+    all_exercises: bool = False,
     settings: Settings | None = None,
     progress: bool = True,
     log: Callable[[str], None] | None = None,
 ) -> Gradebook:
     """Grade every submission in ``submissions`` against the reference notebooks; see the module docstring.
 
-    Returns a ``Gradebook`` with one row per (student, exercise) for each student found and each exercise graded,
-    plus one row per unrecognized file. Raises ``GradingError`` when grading cannot start (bad folders, a
+    Which exercises are graded: ``exercises`` when given; else every reference if ``all_exercises``; else (one
+    assignment at a time) those that at least one submission hands in, which the log names.
+
+    Returns a ``Gradebook`` with one row per (student, exercise) for each student found and each exercise graded
+    (``missing`` when that student sent no file for it), plus one row per unrecognized file. Raises ``GradingError`` when grading cannot start (bad folders, a
     reference that fails its own checks, unstable hidden checks).
     """
     settings = settings or Settings()
     log = log or (lambda msg: print(msg, file=sys.stderr))
     start = time.perf_counter()
     refs = load_references(reference, hidden, exercises)
-    selected = {n: r for n, r in refs.items() if not exercises or n in exercises}
     found = discover(submissions, refs)
+    if exercises:
+        selected = {n: r for n, r in refs.items() if n in exercises}
+    elif all_exercises:
+        selected = dict(refs)
+    else:
+        handed_in = {f.exercise for f in found if f.recognized}
+        selected = {n: r for n, r in refs.items() if n in handed_in}
+        log(f"grading the exercises handed in: {', '.join(selected) or 'none'} (--all grades every exercise)")
     seed = settings.seed if settings.seed is not None else secrets.randbelow(2**31)
 
     rows: list[Row] = []

@@ -2,7 +2,8 @@
 
 A check cell in a solution notebook is tagged ``check`` and carries ``{"gradacc": {"check": "2.1", "points": 2}}`` in
 its metadata; its stored output is the ``correct`` line, which nbval compares. A wrong answer prints
-``Exercise 2.1: incorrect - <what was wrong>`` instead, so nbval (and the classroom grader) fail that cell.
+``Exercise 2.1: incorrect - <what was wrong>`` instead and, inside a notebook, raises ``CheckFailed``: nbval (and the
+classroom grader) fail that cell whatever output the saved file holds.
 One module per lesson: ``gradacc.course.checks.lesson01`` holds the checks of ``01_theory``, and so on.
 """
 
@@ -11,10 +12,11 @@ from __future__ import annotations
 import contextlib
 import io
 import math
+import sys
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["report", "run_check", "close", "quietly", "weights_fingerprint"]
+__all__ = ["CheckFailed", "report", "run_check", "close", "quietly", "weights_fingerprint"]
 
 
 def report(exercise: str, ok: bool, message: str = "") -> bool:
@@ -23,11 +25,33 @@ def report(exercise: str, ok: bool, message: str = "") -> bool:
     return ok
 
 
+class CheckFailed(AssertionError):
+    """Raised by a check cell, inside a notebook, after it printed ``Exercise X.Y: incorrect - ...``.
+
+    The error makes the cell fail when it is run, so a self-check (``pytest --nbval exercises/NN_topic.ipynb``) fails
+    at a wrong or unanswered check whatever outputs the saved file holds: a learner who ran a wrong answer and saved
+    stores the wrong output, and nbval would otherwise compare the new run with it. Jupyter shows it as one line
+    (IPython calls ``_render_traceback_`` instead of printing a traceback; IPython 7.34 on Colab does too).
+    """
+
+    def _render_traceback_(self) -> list[str]:
+        return [f"CheckFailed: {self}"]
+
+
+def _in_notebook() -> bool:
+    """True inside an IPython kernel or shell (a notebook, JupyterLab, Colab), False in plain Python and in tests."""
+    ipython = sys.modules.get("IPython")
+    return ipython is not None and ipython.get_ipython() is not None
+
+
 def run_check(exercise: str, body: Callable[[], str | None]) -> bool:
     """Run ``body``; it returns ``None`` when the answer is right, else a message saying what is wrong.
 
-    An exception raised by the student's code is reported as ``incorrect`` with its type and message (the check cell
-    itself never raises, so a learner sees one clear line).
+    Prints one line, ``Exercise X.Y: correct`` or ``Exercise X.Y: incorrect - <what is wrong>``. An exception raised by
+    the student's code is reported as ``incorrect`` with its type and message.
+
+    Raises:
+        CheckFailed: the answer is not correct and this runs in a notebook (after the line is printed).
     """
     try:
         problem = body()
@@ -35,7 +59,12 @@ def run_check(exercise: str, body: Callable[[], str | None]) -> bool:
         problem = "not answered yet (the solution cell still raises NotImplementedError)"
     except Exception as exc:  # the student's code failed: say how
         problem = f"your code raised {type(exc).__name__}: {exc}"
-    return report(exercise, problem is None, problem or "")
+    ok = report(exercise, problem is None, problem or "")
+    if not ok and _in_notebook():
+        raise CheckFailed(
+            f"Exercise {exercise} is not correct yet (the line above says why); fix it and run this again"
+        )
+    return ok
 
 
 def close(name: str, got: float, want: float, tol: float) -> str | None:
