@@ -207,7 +207,9 @@ def build_corpus(root: Path) -> tuple[Path, Path, Path]:
     _write(_answered(ex1, {**right, "ex-1-2-solution": hang}), subs / "hang" / n)
     kill = "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)\n"
     _write(_answered(ex1, {**right, "ex-1-2-solution": kill}), subs / "suicide" / n)
-    bomb = "hoard = []\nwhile True:\n    hoard.append(bytearray(64 * 2**20))\n"
+    # np.empty maps memory without writing it: the limit is reached in milliseconds whatever the load (a bytearray bomb
+    # zero-fills every chunk, and on a loaded machine that ran past the corpus's 4 s cell timeout: issue 11)
+    bomb = "import numpy as np\n\nhoard = []\nwhile True:\n    hoard.append(np.empty(64 * 2**20, dtype=np.uint8))\n"
     _write(_answered(ex1, {**right, "ex-1-2-solution": bomb}), subs / "memory_bomb" / n)
     flood = ACCUMULATED + "print('x' * 10_000_000)\n"
     _write(_answered(ex1, {**right, "ex-1-2-solution": flood}), subs / "flood" / n)
