@@ -66,14 +66,14 @@ def _check_message(check: str, captured: dict | None, stopped: bool, cell_timeou
     lines = captured.get("stdout", "").splitlines()
     own = [line for line in lines if line.startswith(f"Exercise {check}:")]
     err = captured.get("error")
-    if own and own[0].strip() == f"Exercise {check}: correct" and err and err["ename"] == "CheckFailed":
+    says_correct = bool(own) and own[0].strip() == f"Exercise {check}: correct"
+    if says_correct and err and err["ename"] == "CheckFailed":
         return _short(f"the check cell raised CheckFailed although a line says correct: {err['evalue']}", 300)
-    if own and own[0].strip() == f"Exercise {check}: correct" and len(lines) > 1:
+    if says_correct and len(lines) > 1:
         return "the check printed 'correct' but also other lines (your code printed while being checked)"
     if own:
         return _short(own[0], 300)
-    if captured.get("error"):
-        err = captured["error"]
+    if err:
         if err["ename"] == "KeyboardInterrupt":
             return f"the check was interrupted after {cell_timeout:g} s (an endless loop in your code?)"
         return _short(f"the check cell raised {err['ename']}" + (f": {err['evalue']}" if err["evalue"] else ""), 300)
