@@ -9,6 +9,14 @@ HOST ?= 127.0.0.1
 PORT ?= 8888
 PYTEST_ARGS ?= -n 2 --dist loadgroup  # both cores (pytest-xdist); `make test PYTEST_ARGS=` runs serially
 ALLOW_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root,)
+# TORCH=cpu: take torch from PyTorch's CPU wheel index (a 192 MB wheel, 2.5 GB .venv in all) instead of PyPI, whose
+# Linux torch is the CUDA build (several GB of NVIDIA libraries). The course machines need neither: pip finds the CPU
+# wheel on their disk.
+TORCH ?=
+TORCH_CPU_INDEX := https://download.pytorch.org/whl/cpu
+ifneq ($(filter-out cpu,$(TORCH)),)
+$(error TORCH=$(TORCH) is not supported: use TORCH=cpu for the CPU build of torch, or leave TORCH unset)
+endif
 
 .PHONY: install lab test test-load exercises badges bench lint clean
 
@@ -16,6 +24,8 @@ install: $(STAMP)
 
 $(STAMP):
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(if $(TORCH),$(BIN)/python -m pip install --disable-pip-version-check -q --index-url $(TORCH_CPU_INDEX) \
+		"$$(grep '^torch==' requirements.txt)")
 	$(BIN)/python -m pip install --disable-pip-version-check -q -r requirements.txt
 	$(BIN)/python -m pip install --disable-pip-version-check -q -e .
 	@rm -f $(VENV)/.installed-*

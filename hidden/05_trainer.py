@@ -11,7 +11,15 @@ import torch
 from transformers import DataCollatorWithPadding
 from transformers.trainer_callback import PrinterCallback
 
-from gradacc.trainer import encode_dataset, family_split, probe_args, tiny_bert_classifier, train_wordlevel_tokenizer
+from gradacc.trainer import (
+    encode_dataset,
+    family_split,
+    probe_args,
+    read_in_order,
+    takes_loss_kwargs,
+    tiny_bert_classifier,
+    train_wordlevel_tokenizer,
+)
 
 # %% hidden 5.1
 for case in range(3):
@@ -31,11 +39,13 @@ split = family_split(seed=rng.randint(0, 99))
 tokenizer = train_wordlevel_tokenizer(split.train_texts, vocab_size=400)
 dataset = encode_dataset(tokenizer, split.train_texts[:64], split.train_labels[:64], max_length=24)
 model = tiny_bert_classifier(len(tokenizer), 4, seed=rng.randrange(2**31), hidden_size=16, num_layers=1)
+takes_loss_kwargs(model)  # as transformers 5's BERT: a plain Trainer is N times off on every version
 before = [p.detach().clone().double() for p in model.parameters()]
 with tempfile.TemporaryDirectory() as tmp:
     args = probe_args(tmp, micro_batch_size, accum_steps, use_cpu=True, dataloader_pin_memory=False)
     trainer = quietly(make_fixed_trainer, model, args, dataset, DataCollatorWithPadding(tokenizer))
     trainer.remove_callback(PrinterCallback)
+    read_in_order(trainer)  # the same samples on every transformers version
     quietly(trainer.train)
 after = [p.detach().cpu().double() for p in trainer.model.parameters()]
 update = sum(float((a - b).pow(2).sum()) for a, b in zip(after, before, strict=True)) ** 0.5

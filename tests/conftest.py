@@ -12,9 +12,12 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 from pathlib import Path
 
 import pytest
+from _pytest.mark.expression import Expression
 
 ROOT = Path(__file__).resolve().parents[1]
 _REPORT_ENV = "GRADACC_TEST_REPORT"
@@ -70,6 +73,36 @@ def pytest_unconfigure(config) -> None:
         proc.wait(timeout=30)
 
 
+def _runs_colab_replica(config) -> bool:
+    """Whether this session selects test_colab_replica.py (by the paths given and by ``-m``)."""
+    if config.getoption("collectonly"):
+        return False
+    replica = ROOT / "tests" / "test_colab_replica.py"
+    paths = [(config.invocation_params.dir / str(arg).split("::")[0]).resolve() for arg in config.args]
+    if not any(path == replica or path in replica.parents for path in paths):
+        return False
+    markexpr = config.getoption("markexpr")
+    return not markexpr or Expression.compile(markexpr).evaluate(lambda name, **_: name in ("colab", "notebook"))
+
+
+def _build_colab_replica_early() -> None:
+    """Build the Colab replica (about 6 GB and 2-3 minutes on the first run; cached) in a background thread of the
+    controlling process, so that the download overlaps the other tests. Its tests wait for it (a file lock); if this
+    build fails, their fixture builds again and reports the error."""
+    import colab_replica
+
+    def build() -> None:
+        start = time.perf_counter()
+        try:
+            venv = colab_replica.build()
+        except Exception as error:  # the fixture retries and fails with the message
+            record_measurement(f"Colab replica: the early build failed ({type(error).__name__}); the tests retry it")
+            return
+        record_measurement(f"Colab replica: {venv.name} ready after {time.perf_counter() - start:.0f} s")
+
+    threading.Thread(target=build, name="colab-replica-build", daemon=True).start()
+
+
 def pytest_configure(config) -> None:
     if not hasattr(config, "workerinput"):
         _start_load(config)
@@ -78,6 +111,8 @@ def pytest_configure(config) -> None:
         os.close(fd)
         os.environ[_REPORT_ENV] = path
         config._gradacc_report = path
+    if not hasattr(config, "workerinput") and _runs_colab_replica(config):
+        _build_colab_replica_early()
 
 
 def pytest_terminal_summary(terminalreporter, config) -> None:

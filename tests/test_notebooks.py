@@ -20,9 +20,10 @@ SOLUTIONS = sorted((ROOT / "solutions").glob("*.ipynb"))
 pytestmark = pytest.mark.notebook
 
 
-def _run(path: Path, tmp_path: Path | None = None, **kwargs):
+def _run(path: Path, env: str = "", **kwargs):
     run = run_nbval(path, **kwargs)
-    record_notebook_run(str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else path.name, run)
+    name = str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else path.name
+    record_notebook_run(f"{name} ({env})" if env else name, run)
     return run
 
 
@@ -39,15 +40,15 @@ def test_exercises_are_generated_from_current_solutions():
     assert stale == [], f"stale exercises {stale}: run `make exercises`"
 
 
-@pytest.mark.parametrize("path", LESSONS, ids=lambda p: p.name)
-def test_lesson_runs_under_nbval(path: Path):
-    run = _run(path, lax=True)
+def check_lesson(path: Path, python: str | None = None, env: str = "") -> None:
+    """The lesson runs to the end under nbval-lax (tagged values checked), within the memory limit."""
+    run = _run(path, env=env, lax=True, python=python)
     assert run.returncode == 0, _explain(run)
     assert run.peak_mib <= PEAK_LIMIT_MIB, f"{path.name}: kernel peak {run.peak_mib:.0f} MiB"
 
 
-@pytest.mark.parametrize("path", SOLUTIONS, ids=lambda p: p.name)
-def test_solution_passes_its_checks(path: Path):
+def check_solution(path: Path, python: str | None = None, env: str = "") -> None:
+    """The solution's check cells are tagged, store `correct`, and print it again when run."""
     nb = nbformat.read(path, as_version=4)
     checks = check_cells(nb)
     assert len(checks) >= 2, f"{path.name} needs at least two graded check cells"
@@ -57,18 +58,18 @@ def test_solution_passes_its_checks(path: Path):
         assert nb.cells[check["index"]].outputs, f"check cell {check['check']} has no stored output"
         text = "".join(o.get("text", "") for o in nb.cells[check["index"]].outputs)
         assert text.strip() == f"Exercise {check['check']}: correct", text
-    run = _run(path, lax=True)
+    run = _run(path, env=env, lax=True, python=python)
     assert run.returncode == 0, _explain(run)
     assert run.peak_mib <= PEAK_LIMIT_MIB
     assert [run.cells[c["code_index"]]["outcome"] for c in checks] == ["passed"] * len(checks)
 
 
-@pytest.mark.parametrize("path", SOLUTIONS, ids=lambda p: p.name)
-def test_exercise_fails_exactly_at_checks_and_passes_with_answers(path: Path, tmp_path: Path):
+def check_exercise(path: Path, python: str | None = None, env: str = "") -> None:
+    """The exercise fails exactly at its check cells, and passes them all with the solution's answers put back."""
     exercise_path = ROOT / "exercises" / path.name
     exercise = nbformat.read(exercise_path, as_version=4)
     checks = check_cells(exercise)
-    unanswered = _run(exercise_path)
+    unanswered = _run(exercise_path, env=env, python=python)
     assert unanswered.returncode != 0
     assert unanswered.failed_cells == [c["code_index"] for c in checks], _explain(unanswered)
 
@@ -81,10 +82,25 @@ def test_exercise_fails_exactly_at_checks_and_passes_with_answers(path: Path, tm
         if cell.get("id") in answers:
             cell.source = answers[cell.id]
     assert sum(cell.get("id") in answers for cell in filled.cells) == len(answers)
-    filled_path = ROOT / "exercises" / f".filled-{path.name}"
+    filled_path = ROOT / "exercises" / f".filled{'-' + env if env else ''}-{path.name}"
     try:
         nbformat.write(filled, filled_path)
-        answered = _run(filled_path)
+        answered = _run(filled_path, env=env, python=python)
     finally:
         filled_path.unlink(missing_ok=True)
     assert answered.returncode == 0, _explain(answered)
+
+
+@pytest.mark.parametrize("path", LESSONS, ids=lambda p: p.name)
+def test_lesson_runs_under_nbval(path: Path):
+    check_lesson(path)
+
+
+@pytest.mark.parametrize("path", SOLUTIONS, ids=lambda p: p.name)
+def test_solution_passes_its_checks(path: Path):
+    check_solution(path)
+
+
+@pytest.mark.parametrize("path", SOLUTIONS, ids=lambda p: p.name)
+def test_exercise_fails_exactly_at_checks_and_passes_with_answers(path: Path):
+    check_exercise(path)

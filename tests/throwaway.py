@@ -7,6 +7,8 @@ never mistaken for a finished one. Packages come from the configured package ind
 
 from __future__ import annotations
 
+import fcntl
+import glob
 import hashlib
 import os
 import shutil
@@ -35,16 +37,17 @@ def _build(name: str, key: str, make) -> Path:
     if target.exists():
         return target
     CACHE.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=CACHE))
-    try:
-        make(tmp)
+    # One builder at a time (pytest-xdist workers ask together): the others wait here, then find the target.
+    with open(CACHE / f".{name}-{key}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if target.exists():
+            return target
+        tmp = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=CACHE))
         try:
+            make(tmp)
             tmp.rename(target)
-        except OSError:  # another session finished first
-            if not target.exists():
-                raise
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
     return target
 
 
@@ -72,18 +75,58 @@ def pip_target(name: str, requirements: list[str]) -> Path:
     return _build(name, _key(sys.version, *requirements), make)
 
 
-def isolated_venv(name: str, requirements: list[str]) -> Path:
+def isolated_venv(name: str, requirements: list[str], python: str | None = None) -> Path:
     """A virtual environment of its own (not seeing the .venv's packages) with ``requirements`` installed; returns
-    its folder (executables in ``bin/``)."""
+    its folder (executables in ``bin/``). ``python``: the interpreter to build it from (default: the .venv's base)."""
+    base = python or getattr(sys, "_base_executable", sys.executable)
+    version = subprocess.run(
+        [base, "-c", "import sys; print(sys.version)"], capture_output=True, text=True
+    ).stdout.strip()
 
     def make(tmp: Path) -> None:
-        base = getattr(sys, "_base_executable", sys.executable)
         # Console scripts get tmp's absolute path in their shebang and break after the rename: run the tools as
         # `bin/python -m tool` (bin/python finds its pyvenv.cfg from where it is called, so it survives the rename).
         _run([base, "-m", "venv", str(tmp)], "python -m venv")
-        _run([str(tmp / "bin" / "python"), "-m", "pip", "install", "-q", *requirements], f"pip install {requirements}")
+        pip = [str(tmp / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
+        _run([*pip, *requirements], f"pip install {requirements}")
 
-    return _build(name, _key(sys.version, *requirements), make)
+    return _build(name, _key(version, *requirements), make)
+
+
+def find_python(version: str) -> str:
+    """A working ``python{version}`` interpreter: ``$GRADACC_PYTHON{version without dots}``, then ``python{version}``
+    on ``PATH``, then pyenv's installed versions (``~/.pyenv/versions/{version}.*``), then ``/usr/bin`` and
+    ``/usr/local/bin``. A pyenv shim that is on ``PATH`` but not enabled does not count (each candidate must run).
+
+    Raises:
+        RuntimeError: none found; the message says how to install one or point the variable at it.
+    """
+    variable = f"GRADACC_PYTHON{version.replace('.', '')}"
+    pyenv_root = os.environ.get("PYENV_ROOT", os.path.expanduser("~/.pyenv"))
+    candidates = [
+        os.environ.get(variable),
+        shutil.which(f"python{version}"),
+        *sorted(glob.glob(f"{pyenv_root}/versions/{version}.*/bin/python{version}"), reverse=True),
+        f"/usr/bin/python{version}",
+        f"/usr/local/bin/python{version}",
+    ]
+    for candidate in filter(None, candidates):
+        try:
+            found = subprocess.run(
+                [candidate, "-c", "import sys, venv; print('%d.%d' % sys.version_info[:2])"],
+                capture_output=True,
+                text=True,
+                timeout=60,
+            ).stdout.strip()
+        except (OSError, subprocess.TimeoutExpired):
+            continue
+        if found == version:
+            return candidate
+    raise RuntimeError(
+        f"no working Python {version} found (looked at ${variable}, python{version} on PATH, "
+        f"{pyenv_root}/versions/{version}.*, /usr/bin, /usr/local/bin): install one (`pyenv install {version}`) "
+        f"or set {variable} to its path"
+    )
 
 
 def overlay_venv(tmp_path: Path) -> Path:

@@ -51,6 +51,8 @@ __all__ = [
     "classification_metrics",
     "quiet_transformers",
     "probe_args",
+    "read_in_order",
+    "takes_loss_kwargs",
     "first_step_probe",
     "update_ratio",
     "batch_gradients",
@@ -346,7 +348,8 @@ def _trainer_class():
         returned ``loss`` as a float, the micro-batch's ``samples``, and with ``keep_tensors`` its ``inputs``) and
         ``optimizer_steps`` (one dict per optimizer step; with ``keep_tensors`` the ``weights_before`` the window and
         the accumulated ``grads`` just before ``optimizer.step()``, after clipping). Removes the ``PrinterCallback``
-        that ``disable_tqdm=True`` adds, so training prints nothing.
+        that ``disable_tqdm=True`` adds, so training prints nothing. Reads the training set in order (``read_in_order``),
+        so a window of N micro-batches of B holds the same samples as one batch of N*B.
         """
 
         def __init__(self, *args, keep_tensors: bool = False, **kwargs) -> None:
@@ -357,6 +360,7 @@ def _trainer_class():
             self._weights_before: dict[str, torch.Tensor] = {}
             self.remove_callback(PrinterCallback)
             self.add_callback(_Recorder(self))
+            read_in_order(self)
 
         def training_step(self, model, inputs, num_items_in_batch=None):
             loss = super().training_step(model, inputs, num_items_in_batch)
@@ -381,13 +385,48 @@ def __getattr__(name: str):  # ProbeTrainer is built lazily so that importing gr
     raise AttributeError(f"module 'gradacc.trainer' has no attribute {name!r}")
 
 
+def takes_loss_kwargs(model):
+    """Give ``model`` a ``forward`` that takes ``**kwargs`` and ignores ``num_items_in_batch``: what
+    ``BertForSequenceClassification.forward`` is in transformers 5 (``**kwargs`` for attention back-ends), on every
+    supported version (4.57's has none), and what many models of one's own look like. Trainer then concludes that the
+    model divides by the window's count itself, passes the count and skips its own division by N, and nobody divides:
+    the N-times-too-large update of lesson 05. Returns ``model``."""
+    import inspect
+
+    plain_forward = model.forward
+
+    def forward(*args, num_items_in_batch=None, **kwargs):  # takes the count and ignores it
+        return plain_forward(*args, **kwargs)
+
+    # the plain forward's parameters plus **kwargs: Trainer keeps the dataset columns those parameters name
+    plain = inspect.signature(plain_forward)
+    params = [p for p in plain.parameters.values() if p.kind is not inspect.Parameter.VAR_KEYWORD]
+    forward.__signature__ = plain.replace(
+        parameters=[*params, inspect.Parameter("kwargs", inspect.Parameter.VAR_KEYWORD)]
+    )
+    model.forward = forward
+    return model
+
+
+def read_in_order(trainer):
+    """Make ``trainer`` (any ``transformers.Trainer``) read its training set in order, on every supported transformers
+    version: its ``_get_train_sampler`` returns a ``SequentialSampler`` (transformers 5 can say this with
+    ``train_sampling_strategy="sequential"``; 4.57 has no such argument and always shuffles). Returns ``trainer``."""
+    from torch.utils.data import SequentialSampler
+
+    def sampler(train_dataset=None):
+        return SequentialSampler(trainer.train_dataset if train_dataset is None else train_dataset)
+
+    trainer._get_train_sampler = sampler
+    return trainer
+
+
 def probe_args(output_dir: str, micro_batch_size: int, accum_steps: int, **overrides: Any):
     """``TrainingArguments`` for probing one or a few optimizer steps exactly.
 
     Plain SGD (``optim="sgd"``: no momentum, no weight decay) at a constant learning rate of 0.1, no clipping
-    (``max_grad_norm=0``; the gradient norm is still logged), samples in dataset order
-    (``train_sampling_strategy="sequential"``, so a window of N x B holds the same samples as one batch of N*B),
-    a log line every optimizer step, nothing saved or reported, no progress bars. ``overrides`` replace any of these.
+    (``max_grad_norm=1e9``: the clipping factor is exactly 1, and every supported transformers version computes and logs
+    the gradient norm; with 0, 4.57 logs none), a log line every optimizer step, nothing saved or reported, no progress bars. ``overrides`` replace any of these.
 
     Raises:
         ValueError: ``accum_steps`` or ``micro_batch_size`` < 1.
@@ -407,10 +446,9 @@ def probe_args(output_dir: str, micro_batch_size: int, accum_steps: int, **overr
         "learning_rate": 0.1,
         "lr_scheduler_type": "constant",
         "weight_decay": 0.0,
-        "max_grad_norm": 0.0,
+        "max_grad_norm": 1e9,
         "max_steps": 1,
         "logging_steps": 1,
-        "train_sampling_strategy": "sequential",
         "save_strategy": "no",
         "report_to": "none",
         "disable_tqdm": True,

@@ -249,6 +249,7 @@ def run_nbval(
     env: dict[str, str] | None = None,
     preexec_fn=None,
     max_output_bytes: int | None = None,
+    python: str | None = None,
 ) -> NbvalRun:
     """Run ``pytest --nbval`` (or ``--nbval-lax``) on one notebook in a separate process.
 
@@ -263,12 +264,14 @@ def run_nbval(
         preexec_fn: run in the child before it starts (e.g. ``resource.setrlimit`` for a memory limit).
         max_output_bytes: keep at most this many bytes of the run's stdout in ``output`` (the rest is read and
             dropped, so a flood cannot fill the caller's memory); ``output_bytes`` counts them all. ``None``: keep all.
+        python: the interpreter that runs pytest and the kernel (``--nbval-current-env``); it needs pytest and nbval.
+            Default: this one (``sys.executable``).
     """
     notebook = Path(notebook).resolve()
     with tempfile.TemporaryDirectory(prefix="gradacc-nbval-") as tmp:
         result_file, junit = Path(tmp) / "result.json", Path(tmp) / "junit.xml"
         args = [
-            sys.executable,
+            python or sys.executable,
             "-c",
             _RUNNER,
             str(result_file),

@@ -104,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
 
     result = {
         "jax_version": jax.__version__,
-        "devices": [str(d) for d in jax.devices()],
+        "devices": [f"{d.platform}:{d.id}" for d in jax.devices()],  # str(d) is "TFRT_CPU_0" on jax 0.7, "cpu:0" later
         "device_count": jax.device_count(),
         "micro_batch_size": args.micro_batch_size,
         "accum_steps": n,

@@ -49,7 +49,10 @@ def _lm_setup():
 
 
 def _trainer_gradient_gap(compute_loss_func: Callable) -> float:
-    """Max |Trainer's accumulated gradient (N=3, one sequence per micro-batch) - one batch of all three|."""
+    """Max |Trainer's accumulated gradient (N=3, one sequence per micro-batch) - the single batch's sum of token
+    losses divided by the ``num_items_in_batch`` Trainer passed|. transformers 5 passes the 19 predicted tokens, so the
+    target is the single batch's mean-loss gradient; 4.57 also counts each sequence's first label (22), and the target
+    is that gradient x 19/22."""
     from ...trainer import batch_gradients, first_step_probe, tiny_causal_lm
 
     tokenizer, dataset, collator, sequences = _lm_setup()
@@ -70,8 +73,10 @@ def _trainer_gradient_gap(compute_loss_func: Callable) -> float:
     )
     step = run["optimizer_steps"][0]
     batch = collator([{"input_ids": s, "attention_mask": [1] * len(s)} for s in sequences])
+    predicted = int((batch["labels"][:, 1:] != -100).sum())
+    scale = predicted / run["micro_steps"][0]["num_items_in_batch"]
     target = batch_gradients(make_lm, step["weights_before"], batch)
-    return max(float((step["grads"][k].cpu() - target[k]).abs().max()) for k in target)
+    return max(float((step["grads"][k].cpu() - scale * target[k]).abs().max()) for k in target)
 
 
 def check_causal_lm_loss(causal_lm_loss: Callable) -> None:
@@ -80,7 +85,9 @@ def check_causal_lm_loss(causal_lm_loss: Callable) -> None:
     First on the check's own logits ``[3, 7, 11]`` and labels with -100 padding, for ``num_items_in_batch`` None, 11,
     40 and a 0-d tensor 40, against transformers' ``ForCausalLMLoss`` (tolerance 1e-5); then as the
     ``compute_loss_func`` of a ``Trainer`` on three real sequences of 11, 2 and 6 predicted tokens with N = 3: the
-    accumulated gradient must equal the single batch's (max |difference| <= 1e-6, float32). Prints one line.
+    accumulated gradient must equal the single batch's sum of token losses divided by the ``num_items_in_batch`` that
+    Trainer passed (max |difference| <= 1e-6, float32): on transformers 5 the single batch's mean-loss gradient.
+    Prints one line.
     """
 
     def body() -> str | None:
@@ -96,7 +103,10 @@ def check_causal_lm_loss(causal_lm_loss: Callable) -> None:
                 return problem
         gap = _trainer_gradient_gap(causal_lm_loss)
         if not gap <= 1e-6:
-            return f"as a Trainer compute_loss_func (N=3) the gradient differs from the single batch by {gap:.2e}"
+            return (
+                f"as a Trainer compute_loss_func (N=3) the gradient differs from the single batch's (summed token "
+                f"losses / num_items_in_batch) by {gap:.2e}"
+            )
         return None
 
     run_check("5.1", body)
@@ -115,10 +125,11 @@ def _classifier_setup():
 
 
 def _weights_after_one_step(make_trainer: Callable | None, micro_batch_size: int, accum_steps: int, seed: int):
-    from ...trainer import ProbeTrainer, probe_args, tiny_bert_classifier
+    from ...trainer import ProbeTrainer, probe_args, read_in_order, takes_loss_kwargs, tiny_bert_classifier
 
     tokenizer, dataset, collator = _classifier_setup()
-    model = tiny_bert_classifier(len(tokenizer), 4, seed=seed, hidden_size=32, num_layers=1)
+    # forward takes **kwargs (as transformers 5's BERT does): a plain Trainer is N times off on every version
+    model = takes_loss_kwargs(tiny_bert_classifier(len(tokenizer), 4, seed=seed, hidden_size=32, num_layers=1))
     with tempfile.TemporaryDirectory(prefix="gradacc-check-") as tmp:
         args = probe_args(tmp, micro_batch_size, accum_steps, use_cpu=True, dataloader_pin_memory=False)
         if make_trainer is None:
@@ -131,6 +142,7 @@ def _weights_after_one_step(make_trainer: Callable | None, micro_batch_size: int
             if not isinstance(trainer, Trainer):
                 raise TypeError(f"make_fixed_trainer must return a transformers.Trainer, got {type(trainer).__name__}")
             trainer.remove_callback(PrinterCallback)
+            read_in_order(trainer)  # the same samples as the one-batch reference, on every transformers version
         if trainer.args.gradient_accumulation_steps != accum_steps:
             raise ValueError(
                 f"keep args.gradient_accumulation_steps = {accum_steps}, got {trainer.args.gradient_accumulation_steps}"

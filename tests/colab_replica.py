@@ -1,0 +1,92 @@
+"""The Colab replica: a Python 3.12 environment with exactly the versions Colab ships (``colab/requirements.txt``), and
+the course installed into it the way the notebooks' Colab setup cell installs it.
+
+``build()`` makes the environment once (cached under build/test-cache/, keyed by the Python version and the file's
+pins). PyPI has only the CUDA build of torch 2.11 for Linux: the environment takes about 6 GB and 2-3 minutes to
+install on the course machines; its CUDA libraries are never loaded on a CPU-only machine. conftest.py starts the
+build in the background when a test session will need it, so it overlaps the other tests.
+``install_course(venv)`` then runs ``pip install "gradacc[libs] @ file://<checkout>"`` (the setup cell's command, with
+this checkout in place of the GitHub URL) whenever the course's source changed since the last install.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import subprocess
+import time
+from pathlib import Path
+
+from throwaway import CACHE, find_python, isolated_venv
+
+ROOT = Path(__file__).resolve().parents[1]
+REQUIREMENTS = ROOT / "colab" / "requirements.txt"
+PYTHON_VERSION = "3.12"  # Colab's
+
+
+def pins() -> dict[str, str]:
+    """``{distribution name (lower case, '-' for '_'): version}`` from ``colab/requirements.txt``."""
+    pinned = {}
+    for line in REQUIREMENTS.read_text().splitlines():
+        line = line.split("#")[0].strip()
+        if line:
+            name, _, version = line.partition("==")
+            pinned[name.strip().lower().replace("_", "-")] = version.strip()
+    return pinned
+
+
+def build() -> Path:
+    """The replica's virtual environment (built on first use; see the module docstring). Returns its folder."""
+    requirements = [f"{name}=={version}" for name, version in pins().items()]
+    return isolated_venv("colab-replica", requirements, python=find_python(PYTHON_VERSION))
+
+
+def _course_hash() -> str:
+    digest = hashlib.sha256()
+    files = [ROOT / "pyproject.toml", ROOT / "README.md", *sorted((ROOT / "src" / "gradacc").rglob("*"))]
+    for path in files:
+        if path.is_file() and "__pycache__" not in path.parts:
+            digest.update(str(path.relative_to(ROOT)).encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def install_course(venv: Path) -> float | None:
+    """Install this checkout into ``venv`` as the Colab setup cell does, unless this very source is installed already.
+
+    Returns the install's wall time in seconds, or ``None`` when nothing needed installing. One installer at a time
+    (pytest-xdist workers share the environment).
+
+    Raises:
+        RuntimeError: pip failed (its output in the message).
+    """
+    stamp = venv / ".course-installed"
+    with open(CACHE / ".colab-course.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        source = _course_hash()
+        if stamp.exists() and stamp.read_text() == source:
+            return None
+        start = time.perf_counter()
+        proc = subprocess.run(
+            # pip rebuilds and reinstalls a local project every time, and keeps every installed version that
+            # satisfies the package's ranges, as on Colab
+            [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
+            + [f"gradacc[libs] @ file://{ROOT}"],
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
+        if proc.returncode != 0:
+            raise RuntimeError(f"installing the course into the Colab replica failed:\n{proc.stdout}\n{proc.stderr}")
+        stamp.write_text(source)
+        return time.perf_counter() - start
+
+
+def installed_versions(venv: Path) -> dict[str, str]:
+    """``{distribution name: version}`` of everything installed in ``venv`` (``importlib.metadata``, normalised)."""
+    code = (
+        "import importlib.metadata as m, json\n"
+        "print(json.dumps({d.metadata['Name'].lower().replace('_', '-'): d.version for d in m.distributions()}))"
+    )
+    out = subprocess.run([str(venv / "bin" / "python"), "-c", code], capture_output=True, text=True, check=True)
+    return json.loads(out.stdout)

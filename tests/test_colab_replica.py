@@ -1,0 +1,56 @@
+"""Colab for real: every lesson, solution and exercise on Colab's own library versions (issue 12).
+
+The replica (``tests/colab_replica.py``) is a Python 3.12 environment with exactly ``colab/requirements.txt`` (torch
+2.11, jax 0.7.2, ipywidgets 7.7.1, IPython 7.34, transformers 4.57.1, ...), the course installed into it with the Colab
+setup cell's own command. The notebooks then run there with the same checks as on the pinned environment
+(test_notebooks.py): lessons to the end (tagged outputs compared), solutions pass every check, exercises fail exactly
+at their checks and pass with the answers put back.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import colab_replica
+import pytest
+from conftest import record_measurement
+from test_notebooks import LESSONS, SOLUTIONS, check_exercise, check_lesson, check_solution
+
+pytestmark = [pytest.mark.notebook, pytest.mark.colab]
+
+
+@pytest.fixture(scope="session")
+def colab_python() -> str:
+    venv = colab_replica.build()
+    seconds = colab_replica.install_course(venv)
+    if seconds is not None:
+        record_measurement(f"Colab replica: the setup cell's pip install of the course took {seconds:.1f} s")
+    return str(venv / "bin" / "python")
+
+
+def test_setup_cell_keeps_every_colab_version(colab_python):
+    """Installing the course the Colab way upgrades or downgrades nothing Colab ships."""
+    installed = colab_replica.installed_versions(Path(colab_python).parents[1])
+    changed = {
+        name: (pinned, installed.get(name))
+        for name, pinned in colab_replica.pins().items()
+        if installed.get(name) != pinned and installed.get(name, "").split("+")[0] != pinned
+    }
+    assert changed == {}, f"the setup cell changed Colab's versions (name: (Colab's, now)): {changed}"
+    assert "gradacc" in installed and "nbval" in installed
+    print(f"{len(colab_replica.pins())} Colab pins kept; gradacc {installed['gradacc']}, nbval {installed['nbval']}")
+
+
+@pytest.mark.parametrize("path", LESSONS, ids=lambda p: p.name)
+def test_lesson_runs_on_colab(path: Path, colab_python):
+    check_lesson(path, colab_python, env="colab")
+
+
+@pytest.mark.parametrize("path", SOLUTIONS, ids=lambda p: p.name)
+def test_solution_passes_its_checks_on_colab(path: Path, colab_python):
+    check_solution(path, colab_python, env="colab")
+
+
+@pytest.mark.parametrize("path", SOLUTIONS, ids=lambda p: p.name)
+def test_exercise_fails_exactly_at_checks_on_colab(path: Path, colab_python):
+    check_exercise(path, colab_python, env="colab")
