@@ -401,3 +401,17 @@ def test_checks_7_2_and_7_3_pass_the_answer_and_fail_plausible_mistakes(capsys):
         assert lines[0].startswith("Exercise 7.2: correct" if ok_72 else "Exercise 7.2: incorrect - "), lines
         assert lines[1].startswith("Exercise 7.3: correct" if ok_73 else "Exercise 7.3: incorrect - "), lines
     assert not dist.is_initialized()  # the checks leave no process group behind
+
+
+def test_workers_do_not_see_fewer_gpus_than_ranks(monkeypatch):
+    """On a machine with fewer GPUs than ranks (a one-GPU Colab runtime) rank 1 asked for cuda:1 and died with "invalid
+    device ordinal" (seen on a one-GPU H200 machine): the workers then get no GPU and run on the CPU with gloo."""
+    import torch
+
+    from gradacc.launch import _worker_env
+
+    for gpus, processes, hidden in ((0, 2, True), (1, 2, True), (2, 2, False), (8, 2, False), (1, 1, False)):
+        monkeypatch.setattr(torch.cuda, "device_count", lambda gpus=gpus: gpus)
+        env = _worker_env(processes)
+        assert (env.get("CUDA_VISIBLE_DEVICES") == "") == hidden, (gpus, processes, env)
+        assert env["OMP_NUM_THREADS"] == "1"

@@ -344,7 +344,8 @@ def run_ddp_lesson(
     token-weighted gradients of a ``TinyLM`` on ``token_windows()``.
 
     Args:
-        backend: ``"auto"`` (NCCL when CUDA is available, else gloo), ``"gloo"`` or ``"nccl"``.
+        backend: ``"auto"`` (NCCL when every rank has a GPU of its own, else gloo on the CPU: with fewer GPUs than
+            ranks, as on a one-GPU Colab runtime, the workers do not see the GPUs), ``"gloo"`` or ``"nccl"``.
         timeout: seconds before the whole run is stopped (start-up of the processes takes a few seconds).
         progress: show the elapsed time while the workers run (``run_processes``).
 
@@ -374,7 +375,11 @@ def run_ddp_lesson(
         cmd = torchrun_command("gradacc.workers.ddp", args, nproc_per_node=world_size, port=free_port())
         start = time.perf_counter()
         run_processes(
-            cmd, timeout=timeout, env=_worker_env(), what=f"torchrun ({world_size} DDP workers)", progress=progress
+            cmd,
+            timeout=timeout,
+            env=_worker_env(world_size),
+            what=f"torchrun ({world_size} DDP workers)",
+            progress=progress,
         )
         result = _load_result(out)
     result["launcher_s"] = time.perf_counter() - start
@@ -442,7 +447,7 @@ def run_accelerate_lesson(
         run_processes(
             cmd,
             timeout=timeout,
-            env=_worker_env(),
+            env=_worker_env(num_processes),
             what=f"accelerate launch ({num_processes} processes)",
             progress=progress,
         )

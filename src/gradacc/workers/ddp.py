@@ -31,6 +31,7 @@ average is the sum of all token losses / all tokens).
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import time
 from collections.abc import Sequence
@@ -163,13 +164,12 @@ def main(argv: list[str] | None = None) -> int:
     check_accum_steps(args.accum_steps)
     backend = args.backend
     if backend == "auto":
-        backend = "nccl" if torch.cuda.is_available() else "gloo"
+        world = int(os.environ.get("WORLD_SIZE", "1"))  # set by torchrun
+        backend = "nccl" if torch.cuda.device_count() >= world else "gloo"  # NCCL needs a GPU per rank
     dist.init_process_group(backend, timeout=timedelta(seconds=120))
     try:
         rank, world = dist.get_rank(), dist.get_world_size()
         if backend == "nccl":
-            import os
-
             device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0)))
             torch.cuda.set_device(device)
         else:
