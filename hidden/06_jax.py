@@ -9,6 +9,7 @@ import jax
 import jax.numpy as jnp
 
 from gradacc import jaxacc
+from gradacc.course.checks.lesson06 import matmul_shapes
 from gradacc.data import IGNORE_INDEX
 
 
@@ -38,9 +39,13 @@ for case in range(2):
     show(f"scan case {case}", quietly(jax.jit(accumulate_scan, static_argnums=3), params, x, y, accum_steps))
 
 # %% hidden 6.2
-lengths = rng.sample(range(1, 21), rng.randint(2, 5))  # distinct sizes: a mean of means is wrong
+# distinct sizes (a mean of means is wrong) that add up to more rows than any layer is wide (17+ > 16)
+lengths = rng.sample(range(8, 30), rng.randint(2, 5))
 sizes = (rng.randint(3, 12), rng.randint(4, 16), rng.randint(2, 6))
 params, x, y = draw_problem(rng.randrange(2**31), sizes, sum(lengths), sum(lengths))
 bounds = [sum(lengths[:i]) for i in range(len(lengths) + 1)]
 micro_batches = [(x[a:b], y[a:b]) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
-show(f"window {lengths}", quietly(window_grads, params, micro_batches))
+with matmul_shapes() as shapes:
+    result = quietly(window_grads, params, micro_batches)
+show(f"window {lengths}", result)
+print(f"a matrix product on all {sum(lengths)} rows at once: {any(sum(lengths) in shape for shape in shapes)}")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import pytest
 
 from gradacc import jaxacc
@@ -82,6 +83,21 @@ def window_sum_over_micro_batches(params, micro_batches):  # sums, but divides b
     return loss_sum / n, jax.tree_util.tree_map(lambda g: g / n, grad_sum)
 
 
+def window_concatenated(params, micro_batches):  # right numbers, one big batch: not accumulation (issue 13)
+    x = jnp.concatenate([xb for xb, _ in micro_batches])
+    y = jnp.concatenate([yb for _, yb in micro_batches])
+    return jaxacc.full_batch_grads(params, x, y)
+
+
+_jitted_full_batch = jax.jit(jaxacc.full_batch_grads)
+
+
+def window_concatenated_numpy_jit(params, micro_batches):  # the same through NumPy and a cached jitted function
+    x = np.concatenate([np.asarray(xb) for xb, _ in micro_batches])
+    y = np.concatenate([np.asarray(yb) for _, yb in micro_batches])
+    return _jitted_full_batch(params, x, y)
+
+
 def _line(capsys, check, answer) -> tuple[bool, str]:
     assert check(answer) is None  # a check cell shows only the printed line
     line = capsys.readouterr().out.strip()
@@ -109,6 +125,8 @@ def test_scan_check_fails_wrong_answers(capsys, answer, says):
 
 def test_window_check_passes_the_reference(capsys):
     assert _line(capsys, check_unequal_window, window_right) == (True, "Exercise 6.2: correct")
+    # twice: the jitted per-micro-batch function is cached by then, and still passes
+    assert _line(capsys, check_unequal_window, window_right) == (True, "Exercise 6.2: correct")
 
 
 @pytest.mark.parametrize(
@@ -116,9 +134,12 @@ def test_window_check_passes_the_reference(capsys):
     [
         (window_mean_of_means, "real (non-IGNORE_INDEX) labels"),
         (window_sum_over_micro_batches, "real (non-IGNORE_INDEX) labels"),
+        (window_concatenated, "the micro-batches concatenated"),
+        (window_concatenated_numpy_jit, "the micro-batches concatenated"),
         (not_answered, "not answered yet"),
     ],
 )
 def test_window_check_fails_wrong_answers(capsys, answer, says):
-    ok, line = _line(capsys, check_unequal_window, answer)
-    assert not ok and line.startswith("Exercise 6.2: incorrect - ") and says in line, line
+    for _ in range(2):  # a second run finds the learner's jitted functions cached: still caught
+        ok, line = _line(capsys, check_unequal_window, answer)
+        assert not ok and line.startswith("Exercise 6.2: incorrect - ") and says in line, line

@@ -290,6 +290,9 @@ def test_unanswered_and_wrong_answers_score_zero(book):
     row = _row(book, "bob")
     assert (row.status, row.points, row.checks) == ("graded", 0, {"1.1": 0, "1.2": 0})
     assert "not answered yet" in row.message
+    # the hidden checks' results are kept for the instructor even though the visible checks already failed
+    assert row.hidden == dict.fromkeys(["1.1", "1.2"], "your code raised NotImplementedError"), row.hidden
+    assert _row(book, "alice").hidden == {"1.1": "passed", "1.2": "passed"}
     row = _row(book, "bob", "02_small")
     assert (row.status, row.points, row.max_points) == ("missing", 0, 1)
 
@@ -317,6 +320,7 @@ def test_the_submission_cannot_change_checks_outputs_or_markers(book):
     # The stored output edited to what a wrong answer prints: still wrong.
     row = _row(book, "edited_output")
     assert (row.status, row.points, row.checks) == ("graded", 3, {"1.1": 0, "1.2": 3})
+    assert row.hidden == {"1.1": "your results differ from the reference solution's", "1.2": "passed"}
     assert "weighted_mean([1, 3], [1, 3]) = 2, expected 2.5" in row.message
     # NBVAL_SKIP / NBVAL_IGNORE_OUTPUT / raises-exception added to check cells (tags and comments): ignored.
     row = _row(book, "markers")
@@ -441,6 +445,9 @@ def test_gradebook_csv_and_feedback(book, tmp_path):
         "3",
         "",
     )
+    assert alice["hidden"] == "1.1: passed; 1.2: passed"
+    bob = next(r for r in rows if r["student"] == "bob" and r["exercise"] == "01_small")
+    assert bob["hidden"] == "1.1: your code raised NotImplementedError; 1.2: your code raised NotImplementedError"
     written = book.write_feedback(tmp_path / "feedback")
     assert len(written) == len({r.student for r in book.rows})
     text = (tmp_path / "feedback" / "edited_output.md").read_text()

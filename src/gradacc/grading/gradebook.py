@@ -112,6 +112,9 @@ class Row:
     flags: str = ""
     checks: dict[str, float] = field(default_factory=dict)
     feedback: list[str] = field(default_factory=list)
+    hidden: dict[str, str] = field(default_factory=dict)
+    """check -> ``"passed"`` or what went wrong in its hidden checks, recorded even when the visible check failed (for
+    the instructor's record in the CSV; the student's feedback names only the first reason a check lost its points)"""
 
 
 @dataclass
@@ -130,13 +133,14 @@ class Gradebook:
         return matches[0]
 
     def write_csv(self, path: Path) -> None:
-        """One row per (student, exercise): the fixed columns, then ``check X.Y`` (points earned) per check."""
+        """One row per (student, exercise): the fixed columns, ``flags``, ``hidden`` (each check's hidden result, as
+        ``X.Y: passed; X.Z: your results differ ...``), then ``check X.Y`` (points earned) per check."""
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         fixed = ["student", "exercise", "points", "max_points", "status", "message", "file", "seconds", "peak_mib"]
         with path.open("w", newline="", encoding="utf-8") as f:
             writer = csv.writer(f)
-            writer.writerow(fixed + ["flags"] + [f"check {c}" for c in self.check_columns])
+            writer.writerow(fixed + ["flags", "hidden"] + [f"check {c}" for c in self.check_columns])
             for r in self.rows:
                 values = [
                     r.student,
@@ -149,6 +153,7 @@ class Gradebook:
                     "" if r.seconds is None else f"{r.seconds:.1f}",
                     "" if r.peak_mib is None else f"{r.peak_mib:.0f}",
                     r.flags,
+                    "; ".join(f"{c}: {result}" for c, result in r.hidden.items()),
                 ] + [_num(r.checks[c]) if c in r.checks else "" for c in self.check_columns]
                 writer.writerow([_csv_safe(v) for v in values])
 

@@ -102,10 +102,14 @@ def _score(ref: Reference, layout: dict[str, int], run: NbvalRun, capture: dict,
                 hidden_problem = f"your code raised {err['ename']}" + (
                     f": {_short(err['evalue'], 200)}" if err["evalue"] else ""
                 )
+            elif outcome(key) == "not run":
+                hidden_problem = "it did not run (the notebook stopped before it)"
             elif outcome(key) != "passed" or not same_output(got.get("stdout", ""), ref.expected.get(key, "")):
                 hidden_problem = "your results differ from the reference solution's"
             if hidden_problem:
                 break
+        if hidden_keys:
+            row.hidden[cid] = hidden_problem or "passed"
         earned = points if visible and not hidden_problem else 0
         row.checks[cid] = earned
         row.points += earned

@@ -7,7 +7,8 @@ on inputs of the check's own (other layer sizes, other batch sizes, padding), no
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+from collections.abc import Callable, Iterator
 
 import jax
 import jax.numpy as jnp
@@ -17,7 +18,7 @@ from ... import jaxacc
 from ...data import IGNORE_INDEX
 from . import close, run_check
 
-__all__ = ["check_scan_accumulation", "check_unequal_window", "TOLERANCE"]
+__all__ = ["check_scan_accumulation", "check_unequal_window", "matmul_shapes", "TOLERANCE"]
 
 TOLERANCE = 1e-5
 """Absolute tolerance on losses and gradient entries (float32; the correct answers agree to about 1e-8)."""
@@ -87,11 +88,37 @@ def check_scan_accumulation(accumulate: Callable) -> None:
     run_check("6.1", body)
 
 
+@contextlib.contextmanager
+def matmul_shapes() -> Iterator[list[tuple[int, ...]]]:
+    """Record the operand shapes of every matrix product (``jax.lax.dot_general_p``: ``@``, ``jnp.dot``, ``einsum``,
+    forward and backward) that runs or is traced inside the ``with`` block, in JAX 0.7 and 0.10 alike.
+
+    JAX's compilation caches are cleared on entry, so a jitted function that was traced before is traced again and
+    seen. A model that multiplies the whole window at once (the micro-batches concatenated) shows the window's total
+    row count in some shape; an accumulating one shows only micro-batch sizes.
+    """
+    seen: list[tuple[int, ...]] = []
+    primitive = jax.lax.dot_general_p
+    bind = primitive.bind
+
+    def spy(*args, **params):
+        seen.extend(tuple(getattr(a, "shape", ())) for a in args[:2])
+        return bind(*args, **params)
+
+    jax.clear_caches()
+    primitive.bind = spy
+    try:
+        yield seen
+    finally:
+        primitive.bind = bind
+
+
 def check_unequal_window(window_grads: Callable) -> None:
     """Exercise 6.2: ``window_grads(params, micro_batches) -> (loss, grads)`` for micro-batches of different sizes.
 
     ``micro_batches`` is a list of ``(x_i [n_i, in], y_i [n_i])``; the answer must equal the mean loss and gradient
-    of the concatenated window (every SAMPLE weighs the same), not the mean of the micro-batch means.
+    of the concatenated window (every SAMPLE weighs the same), not the mean of the micro-batch means, and must get
+    there by accumulating: no matrix product may see the window's total row count (``matmul_shapes``).
     """
 
     def body() -> str | None:
@@ -103,9 +130,17 @@ def check_unequal_window(window_grads: Callable) -> None:
             params, x, y = _problem(seed, sizes, sum(lengths), sum(lengths))
             bounds = [sum(lengths[:i]) for i in range(len(lengths) + 1)]
             micro_batches = [(x[a:b], y[a:b]) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
-            problem = _compare(name, window_grads(params, micro_batches), params, x, y)
+            with matmul_shapes() as shapes:
+                got = window_grads(params, micro_batches)
+            problem = _compare(name, got, params, x, y)
             if problem:
                 return problem
+            if any(sum(lengths) in shape for shape in shapes):
+                return (
+                    f"{name}: the numbers are right, but a matrix product ran on all {sum(lengths)} rows of the window "
+                    "at once (the micro-batches concatenated): that is one big batch, not accumulation. Compute "
+                    "each micro-batch's summed loss and gradient on its own rows and add them up"
+                )
         return None
 
     run_check("6.2", body)
