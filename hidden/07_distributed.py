@@ -8,6 +8,7 @@ and this file's own preamble, and PRINTS the student's results on inputs drawn f
 import torch
 from torch.nn.parallel import DistributedDataParallel
 
+from gradacc.course.checks.lesson07 import epoch_on_ranks
 from gradacc.data import load_digits_tensors
 from gradacc.distributed import AllReduceCounter, single_process_group
 from gradacc.models import make_digits_model
@@ -53,8 +54,18 @@ for accum_steps, batches, calls, _ in runs:
     print(f"{len(batches)} micro-batches, accum_steps={accum_steps}: {calls} all-reduces")
 
 # %% hidden 7.3
-with single_process_group():
-    runs = [(accum_steps, *ddp_epoch(accum_steps)) for accum_steps in (rng.randint(2, 6), rng.randint(2, 6))]
-for accum_steps, batches, _, model in runs:
-    sizes = [len(b[1]) for b in batches]
-    print(f"micro-batches {sizes}, accum_steps={accum_steps}: weights {weights(model)}")
+# 2 real ranks whose micro-batches differ in size (so a window's count differs per rank), a short last window
+accum_steps = rng.randint(2, 4)
+micro_batches = accum_steps * rng.randint(1, 2) + rng.randint(1, accum_steps - 1)  # the last window is short
+small, large = rng.randint(1, 4), rng.randint(6, 12)
+sizes = [
+    [rng.randint(1, small) for _ in range(micro_batches)],
+    [rng.randint(large, 2 * large) for _ in range(micro_batches)],
+]
+case = {"accum_steps": accum_steps, "seed": rng.randrange(2**31), "lr": rng.uniform(0.2, 0.8), "sizes": sizes}
+result = epoch_on_ranks(train_epoch_ddp, [case])[0]
+if "error" in result:
+    print(f"ranks with micro-batches of {sizes}, accum_steps={accum_steps}: raised {result['error'].split(':')[0]}")
+else:
+    sums = " ".join(f"{float(p.sum()):.4f}/{float(p.abs().sum()):.4f}" for p in result["weights"])
+    print(f"ranks with micro-batches of {sizes}, accum_steps={accum_steps}: weights {sums}")

@@ -36,7 +36,7 @@ import torch.distributed as dist
 from torch import nn
 
 from .accumulation import Batch, LossFn, count_items, sum_cross_entropy
-from .data import check_accum_steps
+from .data import check_accum_steps, load_digits_tensors
 from .launch import WorkerError, _worker_env, accelerate_launch_command, free_port, run_processes, torchrun_command
 
 __all__ = [
@@ -52,6 +52,7 @@ __all__ = [
     "run_ddp_lesson",
     "run_accelerate_lesson",
     "run_jax_devices",
+    "rank_batches",
 ]
 
 
@@ -513,3 +514,14 @@ def run_jax_devices(
         result = json.loads(out.read_text(encoding="utf-8"))
     result["launcher_s"] = time.perf_counter() - start
     return result
+
+
+def rank_batches(sizes: list[list[int]], rank: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """Rank ``rank``'s micro-batches: ``sizes[rank]`` samples each, read in order after every lower rank's."""
+    x, y = load_digits_tensors()
+    start = sum(sum(s) for s in sizes[:rank])
+    batches = []
+    for size in sizes[rank]:
+        batches.append((x[start : start + size], y[start : start + size]))
+        start += size
+    return batches

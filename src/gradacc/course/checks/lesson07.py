@@ -3,25 +3,40 @@
 Exercise 7.1 asks for ``token_weighted_loss(loss_sum, local_tokens, global_tokens, world_size)``: the loss each rank
 back-propagates so that DDP's gradient AVERAGE over ranks equals the gradient of (sum of every token loss) / (every
 token). Exercises 7.2 and 7.3 check one function, ``train_epoch_ddp(ddp_model, optimizer, batches, accum_steps)``:
-one all-reduce per window (7.2) and the weights of one process accumulating the same windows (7.3). They run a real
+one all-reduce per window (7.2) and the weights of one process accumulating the same windows (7.3). 7.2 runs a real
 ``DistributedDataParallel`` model in a one-process gloo group inside the kernel
-(``gradacc.distributed.single_process_group``), with a communication hook that counts the all-reduces.
+(``gradacc.distributed.single_process_group``), with a communication hook that counts the all-reduces. 7.3 runs the
+learner's function on 2 real ranks (``gradacc.workers.ddp_answer`` under torchrun), whose micro-batches differ in
+size: in one process a missing all-reduce of the sample count changes nothing, across ranks it does.
 """
 
 from __future__ import annotations
 
 import copy
+import inspect
+import json
+import tempfile
+import textwrap
 from collections.abc import Callable
+from pathlib import Path
 
 import torch
 
 from ...accumulation import max_abs_diff, train_accumulated
 from ...data import load_digits_tensors
-from ...distributed import AllReduceCounter, single_process_group
+from ...distributed import AllReduceCounter, rank_batches, single_process_group
+from ...launch import _worker_env, free_port, run_processes, torchrun_command
 from ...models import make_digits_model
 from . import run_check
 
-__all__ = ["check_token_weighted_loss", "check_allreduces_per_window", "check_epoch_weights"]
+__all__ = [
+    "check_token_weighted_loss",
+    "check_allreduces_per_window",
+    "check_epoch_weights",
+    "epoch_on_ranks",
+    "learner_spec",
+    "one_process_weights",
+]
 
 # token counts per rank; several world sizes, ranks with very different counts, one rank with a single token
 _TOKEN_CASES = ((5, 15), (3, 11, 6), (1, 30, 2, 7))
@@ -140,23 +155,128 @@ def check_allreduces_per_window(train_epoch_ddp: Callable[..., object]) -> None:
     run_check("7.2", body)
 
 
-def check_epoch_weights(train_epoch_ddp: Callable[..., object]) -> None:
-    """Exercise 7.3: after ``train_epoch_ddp`` the weights equal one process accumulating the same windows.
+def _code_names(code) -> set[str]:
+    names = set(code.co_names)
+    for const in code.co_consts:
+        if hasattr(const, "co_names"):
+            names |= _code_names(const)
+    return names
 
-    The reference is ``gradacc.accumulation.train_accumulated`` (SGD, lr 0.5): every window, the short last one
-    included, makes one optimizer step with its summed loss divided by its number of samples. Tolerance 1e-6.
-    Prints ``Exercise 7.3: correct`` or what went wrong; returns ``None``.
+
+def learner_spec(fn: Callable) -> dict:
+    """What ``gradacc.workers.ddp_answer`` needs to rebuild ``fn`` in another process: its source and, for every
+    global name it uses, an import (modules, and functions or classes of importable modules), a constant, or the
+    source of another function defined in the notebook (recursively).
+
+    Raises:
+        OSError: the source of ``fn`` (or of a notebook function it calls) cannot be found.
+    """
+    spec: dict = {"function": fn.__name__, "sources": [], "imports": {}, "constants": {}}
+    todo, seen = [fn], set()
+    while todo:
+        current = todo.pop()
+        if current.__name__ in seen:
+            continue
+        seen.add(current.__name__)
+        spec["sources"].append(textwrap.dedent(inspect.getsource(current)))
+        for name in sorted(_code_names(current.__code__)):
+            if name not in current.__globals__:
+                continue  # a builtin or an attribute name
+            value = current.__globals__[name]
+            if inspect.ismodule(value):
+                spec["imports"][name] = [value.__name__, None]
+            elif isinstance(value, (bool, int, float, str)) or value is None:
+                spec["constants"][name] = value
+            elif inspect.isfunction(value) and value.__module__ in ("__main__", current.__module__):
+                todo.append(value)
+            elif getattr(value, "__module__", None) and getattr(value, "__qualname__", None):
+                spec["imports"][name] = [value.__module__, value.__qualname__]
+    return spec
+
+
+# Each rank's micro-batch sizes differ (8 vs 3 samples...), so the count of a window differs per rank: only an answer
+# that all-reduces it gets one process's weights. Short last windows, and a rank whose last micro-batch holds 1 sample.
+_RANK_CASES = (
+    {"accum_steps": 4, "seed": 11, "lr": 0.5, "sizes": [[8, 8, 8, 8, 8, 2], [3, 3, 3, 3, 3, 1]]},
+    {"accum_steps": 2, "seed": 12, "lr": 0.5, "sizes": [[2, 9, 5], [7, 1, 6]]},
+)
+
+
+def epoch_on_ranks(train_epoch_ddp: Callable, cases=_RANK_CASES, timeout: float = 240.0) -> list[dict]:
+    """Run ``train_epoch_ddp`` on ``len(case["sizes"])`` real gloo ranks per case (``gradacc.workers.ddp_answer``
+    under torchrun) and return rank 0's results: per case ``{"weights": [tensors], "allreduces": int}``, ending with
+    ``{"error": str}`` where a rank's code raised (the raising rank's own error, not its peers' lost connection).
+
+    Raises:
+        OSError: the function's source cannot be found (``learner_spec``).
+        gradacc.launch.WorkerError: the ranks failed or ran past ``timeout`` seconds.
+    """
+    world_sizes = {len(case["sizes"]) for case in cases}
+    if len(world_sizes) != 1:
+        raise ValueError(f"every case needs the same number of ranks, got {sorted(world_sizes)}")
+    spec = {**learner_spec(train_epoch_ddp), "cases": list(cases)}
+    with tempfile.TemporaryDirectory(prefix="gradacc-check-ddp-") as tmp:
+        (Path(tmp) / "spec.json").write_text(json.dumps(spec))
+        out = Path(tmp) / "result.pt"
+        world = world_sizes.pop()
+        args = [f"--spec={Path(tmp) / 'spec.json'}", f"--out={out}"]
+        cmd = torchrun_command("gradacc.workers.ddp_answer", args, nproc_per_node=world, port=free_port())
+        run_processes(cmd, timeout=timeout, env=_worker_env(world), what=f"your train_epoch_ddp on {world} ranks")
+        ranks = [torch.load(f"{out}.{rank}", weights_only=True) for rank in range(world)]
+    results = ranks[0]
+    errors = [r[-1]["error"] for r in ranks if r and "error" in r[-1]]
+    if errors:  # the raising rank's own error; its peers only lost their connection to it
+        own = [e for e in errors if "Connection" not in e and "Read error" not in e] or errors
+        results = [r for r in results if "error" not in r] + [{"error": own[0]}]
+    return results
+
+
+def one_process_weights(case: dict) -> list[torch.Tensor]:
+    """The weights after one process accumulates the same windows as ``epoch_on_ranks``'s ranks: window ``w`` holds
+    micro-batches ``w*N .. (w+1)*N - 1`` of every rank; one SGD step on the mean loss over all of its samples."""
+    per_rank = [rank_batches(case["sizes"], rank) for rank in range(len(case["sizes"]))]
+    model = make_digits_model(seed=case["seed"], hidden=16)
+    optimizer = torch.optim.SGD(model.parameters(), lr=case["lr"])
+    n, count = case["accum_steps"], len(per_rank[0])
+    for start in range(0, count, n):
+        window = [b for batches in per_rank for b in batches[start : start + n]]
+        inputs, labels = torch.cat([b[0] for b in window]), torch.cat([b[1] for b in window])
+        torch.nn.functional.cross_entropy(model(inputs), labels).backward()
+        optimizer.step()
+        optimizer.zero_grad()
+    return [p.detach() for p in model.parameters()]
+
+
+def check_epoch_weights(train_epoch_ddp: Callable[..., object]) -> None:
+    """Exercise 7.3: on 2 real ranks whose micro-batches differ in size, the weights after ``train_epoch_ddp`` equal
+    one process accumulating the same windows (every sample of a window, both ranks', weighs the same).
+
+    Runs the function in two gloo processes (``epoch_on_ranks``: torchrun, a few seconds) on two epochs with short last
+    windows; the reference is ``one_process_weights`` (SGD, lr 0.5). Tolerance 1e-6. Prints
+    ``Exercise 7.3: correct`` or what went wrong; returns ``None``.
     """
 
     def body() -> str | None:
-        for run in _run_epochs(train_epoch_ddp):
-            if run["moved"] == 0.0:
-                return f"{run['case']}: the weights did not change (call optimizer.step() once per window)"
-            if run["diff"] > 1e-6:
+        try:
+            results = epoch_on_ranks(train_epoch_ddp)
+        except OSError:
+            return "define train_epoch_ddp in a notebook cell of its own: the check could not read its source"
+        for case, result in zip(_RANK_CASES, results, strict=False):
+            where = f"ranks with micro-batches of {case['sizes'][0]} and {case['sizes'][1]} samples, N={case['accum_steps']}"
+            if "error" in result:
+                if result["error"].startswith("NotImplementedError"):
+                    raise NotImplementedError()  # reported as "not answered yet"
+                return f"{where}: your code raised {result['error']}"
+            want = one_process_weights(case)
+            start = make_digits_model(seed=case["seed"], hidden=16).parameters()
+            if max_abs_diff(result["weights"], start) == 0.0:
+                return f"{where}: the weights did not change (call optimizer.step() once per window)"
+            diff = max_abs_diff(result["weights"], want)
+            if diff > 1e-6:
                 return (
-                    f"{run['case']}: the weights differ from one process accumulating the same windows by "
-                    f"{run['diff']:.2e} (divide each micro-batch's summed loss by the samples in its WINDOW, and step "
-                    "after the short last window too)"
+                    f"{where}: the weights differ from one process accumulating the same windows by {diff:.2e}. "
+                    "Divide each micro-batch's summed loss by the samples of its window on ALL ranks (all-reduce the "
+                    "count) and multiply by the world size, as in 7.1; step after the short last window too"
                 )
         return None
 
