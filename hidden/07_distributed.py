@@ -31,6 +31,29 @@ def ddp_epoch(accum_steps: int):
     return batches, counter.calls, ddp.module
 
 
+def draw_rank_case(rng) -> dict:
+    """An epoch on 2 real ranks whose micro-batches differ in size (a window's count differs per rank: every seed has
+    that edge case), ending with a short window; the values drawn from ``rng``."""
+    accum_steps = rng.randint(2, 4)
+    micro_batches = accum_steps * rng.randint(1, 2) + rng.randint(1, accum_steps - 1)  # the last window is short
+    small, large = rng.randint(1, 4), rng.randint(6, 12)
+    sizes = [
+        [rng.randint(1, small) for _ in range(micro_batches)],
+        [rng.randint(large, 2 * large) for _ in range(micro_batches)],
+    ]
+    return {"accum_steps": accum_steps, "seed": rng.randrange(2**31), "lr": rng.uniform(0.2, 0.8), "sizes": sizes}
+
+
+def rank_result_line(case: dict, result: dict) -> str:
+    """One line: the case, then the weights' per-tensor sums and absolute sums (4 decimals), or the error's type."""
+    where = f"ranks with micro-batches of {case['sizes']}, accum_steps={case['accum_steps']}"
+    if "error" in result:
+        return f"{where}: raised {result['error'].split(':')[0]}"
+    return f"{where}: weights " + " ".join(
+        f"{float(p.sum()):.4f}/{float(p.abs().sum()):.4f}" for p in result["weights"]
+    )
+
+
 # %% hidden 7.1
 for _ in range(3):
     counts = [rng.randint(1, 40) for _ in range(rng.randint(2, 5))]
@@ -54,18 +77,5 @@ for accum_steps, batches, calls, _ in runs:
     print(f"{len(batches)} micro-batches, accum_steps={accum_steps}: {calls} all-reduces")
 
 # %% hidden 7.3
-# 2 real ranks whose micro-batches differ in size (so a window's count differs per rank), a short last window
-accum_steps = rng.randint(2, 4)
-micro_batches = accum_steps * rng.randint(1, 2) + rng.randint(1, accum_steps - 1)  # the last window is short
-small, large = rng.randint(1, 4), rng.randint(6, 12)
-sizes = [
-    [rng.randint(1, small) for _ in range(micro_batches)],
-    [rng.randint(large, 2 * large) for _ in range(micro_batches)],
-]
-case = {"accum_steps": accum_steps, "seed": rng.randrange(2**31), "lr": rng.uniform(0.2, 0.8), "sizes": sizes}
-result = epoch_on_ranks(train_epoch_ddp, [case])[0]
-if "error" in result:
-    print(f"ranks with micro-batches of {sizes}, accum_steps={accum_steps}: raised {result['error'].split(':')[0]}")
-else:
-    sums = " ".join(f"{float(p.sum()):.4f}/{float(p.abs().sum()):.4f}" for p in result["weights"])
-    print(f"ranks with micro-batches of {sizes}, accum_steps={accum_steps}: weights {sums}")
+case = draw_rank_case(rng)
+print(rank_result_line(case, epoch_on_ranks(train_epoch_ddp, [case])[0]))

@@ -12,6 +12,7 @@ import contextlib
 import copy
 import csv
 import json
+import os
 import re
 import subprocess
 import sys
@@ -410,6 +411,17 @@ def test_tampering_with_the_kernel_earns_nothing(book):
     assert row.message.startswith("1.1: the check cell raised CheckFailed although a line says correct"), row.message
 
 
+def _started_here(process) -> bool:
+    """Whether ``process`` was started by this test process: it inherited this session's report file and xdist worker
+    id. (Issue 11: the scan once counted a kernel that the OTHER xdist worker's grading test was still running.)"""
+    mine = {key: os.environ.get(key) for key in ("GRADACC_TEST_REPORT", "PYTEST_XDIST_WORKER")}
+    try:
+        environ = process.environ()
+    except psutil.Error:
+        return False
+    return all(environ.get(key) == value for key, value in mine.items())
+
+
 @pytest.mark.notebook
 def test_every_submission_got_exactly_one_row(book, corpus):
     keys = [(r.student, r.exercise) for r in book.rows]
@@ -422,7 +434,9 @@ def test_every_submission_got_exactly_one_row(book, corpus):
         assert r.points == sum(r.checks.values()) <= r.max_points
     # no kernel or grading process outlives its run (the hang, the loop and the flood included)
     # (a process killed at the end of another test may need a moment to exit: wait up to 20 s for it)
-    leftovers = [p for p in psutil.process_iter(["cwd"]) if "gradacc-grade-" in (p.info["cwd"] or "")]
+    leftovers = [
+        p for p in psutil.process_iter(["cwd"]) if "gradacc-grade-" in (p.info["cwd"] or "") and _started_here(p)
+    ]
     _, alive = psutil.wait_procs(leftovers, timeout=20)
     described = []
     for p in alive:
