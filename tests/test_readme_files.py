@@ -1,0 +1,36 @@
+"""The README's file lists match the tree (issue 13: it once said hidden/ shipped checks for 01, 02 and 06 only)."""
+
+from __future__ import annotations
+
+import re
+
+from conftest import ROOT
+
+README = (ROOT / "README.md").read_text(encoding="utf-8")
+IGNORED = {line.strip().rstrip("/") for line in (ROOT / ".gitignore").read_text().splitlines() if line.strip()}
+
+
+def test_every_linked_or_quoted_path_exists():
+    """Links, and backquoted paths (a trailing slash or a file extension), name files of the repository; patterns
+    (``NN_topic``), the package's subfolders (``course/``: src/gradacc/course) and gitignored outputs are allowed."""
+    links = [p for p in re.findall(r"\]\(([^)#\s]+)\)", README) if not p.startswith(("http", "../"))]
+    quoted = [p for p in re.findall(r"`([\w./-]+/[\w.-]*)`", README) if p.endswith("/") or "." in p.split("/")[-1]]
+    missing = sorted(
+        path
+        for path in {*links, *quoted}
+        if "NN_topic" not in path
+        and not (ROOT / path).exists()
+        and not (ROOT / "src" / "gradacc" / path).exists()
+        and path.rstrip("/") not in IGNORED
+    )
+    assert missing == [], f"the README names paths that do not exist: {missing}"
+    assert len(links) >= 9, links
+
+
+def test_lesson_table_and_hidden_checks_list_match_the_folders():
+    lessons = sorted(p.name for p in (ROOT / "lessons").glob("*.ipynb"))
+    assert sorted(set(re.findall(r"\]\(lessons/([\w.-]+\.ipynb)\)", README))) == lessons
+    hidden = sorted(p.stem for p in (ROOT / "hidden").glob("*.py"))
+    assert hidden == sorted(p.stem for p in (ROOT / "solutions").glob("*.ipynb")), "one hidden file per exercise"
+    sentence = re.search(r"hidden checks for every exercise \(`hidden/(\w+)\.py` to `hidden/(\w+)\.py`\)", README)
+    assert sentence and (sentence.group(1), sentence.group(2)) == (hidden[0], hidden[-1]), sentence
