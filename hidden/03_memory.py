@@ -32,13 +32,14 @@ bad = rng.choice([0, -1, -3])
 print(f"N = {bad}: {outcome(micro_batch_activation_mib, 0.5, 64, bad)}")
 
 # %% hidden 3.2
-for _ in range(6):
+for case in range(6):
     effective = rng.choice([96, 100, 128, 192, 1000, 4096])
     persistent = rng.uniform(0.0, 200.0)
     per_sample = rng.uniform(0.01, 1.0)
     # a budget just above one N's peak (1e-6 MiB: floating-point rounding must not decide)
     budget = persistent + per_sample * effective / rng.choice([1, 2, 3, 5, 8, 40, 100]) + 1e-6
-    candidates = rng.choice([(1, 2, 4, 8, 16, 32, 64), (3, 5, 6, 10), (64, 16, 4, 1)])
+    # every seed: sorted, irregular and UNSORTED candidate lists, twice each
+    candidates = [(1, 2, 4, 8, 16, 32, 64), (3, 5, 6, 10), (64, 16, 4, 1)][case % 3]
     result = outcome(smallest_fitting_n, persistent, per_sample, effective, budget, candidates=candidates)
     print(f"{persistent:.3f} + {per_sample:.4f} x {effective} / N <= {budget:.3f}, N in {candidates}: {result}")
 bad = -float(rng.randint(0, 9))

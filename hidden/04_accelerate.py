@@ -30,7 +30,12 @@ for _ in range(2):
     reset_accelerate_state()
 
 # %% hidden 4.2
-for _ in range(3):
-    n_batches, accum_steps = rng.randint(1, 30), rng.randint(1, 9)
+for case in ("a short last window", "whole windows", "one short window"):  # every seed has all three
+    accum_steps = rng.randint(2, 9)
+    n_batches = {
+        "a short last window": accum_steps * rng.randint(1, 3) + rng.randint(1, accum_steps - 1),
+        "whole windows": accum_steps * rng.randint(1, 3),
+        "one short window": rng.randint(1, accum_steps - 1),
+    }[case]
     scales = [float(quietly(window_loss_scale, i, n_batches, accum_steps)) for i in range(n_batches)]
     print(f"{n_batches} batches, N={accum_steps}:", " ".join(f"{s:.4f}" for s in scales))
