@@ -8,6 +8,7 @@ and this file's own preamble, and PRINTS the student's results on inputs drawn f
 import torch
 from torch.nn.parallel import DistributedDataParallel
 
+from gradacc.course.checks import weights_fingerprint
 from gradacc.course.checks.lesson07 import epoch_on_ranks
 from gradacc.data import load_digits_tensors
 from gradacc.distributed import AllReduceCounter, single_process_group
@@ -49,9 +50,7 @@ def rank_result_line(case: dict, result: dict) -> str:
     where = f"ranks with micro-batches of {case['sizes']}, accum_steps={case['accum_steps']}"
     if "error" in result:
         return f"{where}: raised {result['error'].split(':')[0]}"
-    return f"{where}: weights " + " ".join(
-        f"{float(p.sum()):.4f}/{float(p.abs().sum()):.4f}" for p in result["weights"]
-    )
+    return f"{where}: weights {weights_fingerprint(result['weights'])}"
 
 
 # %% hidden 7.1

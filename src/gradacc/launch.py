@@ -197,9 +197,9 @@ def exit_worker(code: int) -> NoReturn:
 def _worker_env(processes: int = 1) -> dict[str, str]:
     # One thread per worker: 2 workers on 2 cores, and torchrun does not print its OMP_NUM_THREADS warning.
     # PYTHONWARNINGS keeps library deprecation chatter out of the captured stderr.
-    env = {"OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1", "PYTHONWARNINGS": "ignore"}
     import torch
 
+    env = {"OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1", "PYTHONWARNINGS": "ignore"}
     if processes > 1 and torch.cuda.device_count() < processes:
         # Fewer GPUs than ranks (a Colab GPU runtime has one): rank 1 would ask for cuda:1 and fail with "invalid
         # device ordinal" (seen on a 1-GPU machine). Hide the GPUs: every rank runs on the CPU with gloo.

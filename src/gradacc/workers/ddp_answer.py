@@ -8,7 +8,7 @@ windows. Started by torchrun through ``gradacc.course.checks.lesson07.epoch_on_r
     torchrun --nproc-per-node=2 -m gradacc.workers.ddp_answer --spec spec.json --out result.pt
 
 ``spec.json`` holds the learner's code (``"sources"``: the function's source and those of the notebook functions it
-calls, dependencies first; ``"imports"``: ``{name: [module, attribute or null]}``; ``"constants"``) and the
+calls, in any order; ``"imports"``: ``{name: [module, attribute or null]}``; ``"constants"``) and the
 ``"cases"``: ``{"accum_steps", "seed", "lr", "sizes": [[micro-batch sizes of rank 0], [of rank 1], ...]}``. Rank r
 reads its micro-batches from the digits in order, after every lower rank's. Rank r saves ``OUT.r``: per case,
 ``"weights"`` (list of tensors) and ``"allreduces"``; an exception in the learner's code is saved as ``"error"``
@@ -37,7 +37,7 @@ def learner_function(spec: dict):
     namespace: dict = {"__name__": "__learner__"}
     for name, (module, attribute) in spec["imports"].items():
         value = importlib.import_module(module)
-        for part in (attribute or "").split(".") if attribute else []:
+        for part in attribute.split(".") if attribute else ():
             value = getattr(value, part)
         namespace[name] = value
     namespace.update(spec["constants"])

@@ -85,5 +85,7 @@ def quietly(fn: Callable, *args: Any, **kwargs: Any) -> Any:
 
 
 def weights_fingerprint(model) -> str:
-    """Per parameter tensor of a ``torch.nn.Module``: its sum and its sum of absolute values (4 decimals)."""
-    return " ".join(f"{float(p.sum()):.4f}/{float(p.abs().sum()):.4f}" for p in model.parameters())
+    """Per parameter tensor of a ``torch.nn.Module`` (or of an iterable of tensors): its sum and its sum of absolute
+    values (4 decimals)."""
+    tensors = model.parameters() if hasattr(model, "parameters") else model
+    return " ".join(f"{float(p.sum()):.4f}/{float(p.abs().sum()):.4f}" for p in tensors)
