@@ -21,14 +21,18 @@ print(f"tensors: shape {tuple(got.shape)} sum {float(got.sum()):.5f} abs {float(
 
 # %% hidden 1.2
 vocab = rng.randint(5, 30)
-logits_list, labels_list = [], []
-for _ in range(rng.randint(2, 4)):
-    rows, steps = rng.randint(1, 4), rng.randint(2, 9)
-    logits_list.append(torch.randn(rows, steps, vocab, generator=gen).requires_grad_())
-    labels = torch.randint(0, vocab, (rows, steps), generator=gen)
-    lengths = torch.randint(1, steps + 1, (rows,), generator=gen)
-    labels[torch.arange(steps) >= lengths[:, None]] = IGNORE_INDEX  # padding after each sequence's length
-    labels_list.append(labels)
+# every seed: padding in every micro-batch, and micro-batches of different token counts (a mean of means is wrong)
+tokens = []
+while len(set(tokens)) < 2:
+    logits_list, labels_list = [], []
+    for _ in range(rng.randint(2, 4)):
+        rows, steps = rng.randint(1, 4), rng.randint(2, 9)
+        logits_list.append(torch.randn(rows, steps, vocab, generator=gen).requires_grad_())
+        labels = torch.randint(0, vocab, (rows, steps), generator=gen)
+        lengths = torch.randint(1, steps, (rows,), generator=gen)  # shorter than the row: at least one pad
+        labels[torch.arange(steps) >= lengths[:, None]] = IGNORE_INDEX  # padding after each sequence's length
+        labels_list.append(labels)
+    tokens = [int((labels != IGNORE_INDEX).sum()) for labels in labels_list]
 losses = quietly(window_token_losses, logits_list, labels_list)
 print("losses", " ".join(f"{float(loss):.5f}" for loss in losses))
 grads = torch.autograd.grad(sum(losses), logits_list, allow_unused=True)

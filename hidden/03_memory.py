@@ -31,17 +31,28 @@ print(f"{effective} / 4: {outcome(micro_batch_activation_mib, 0.5, effective, 4)
 bad = rng.choice([0, -1, -3])
 print(f"N = {bad}: {outcome(micro_batch_activation_mib, 0.5, 64, bad)}")
 
+
 # %% hidden 3.2
-for case in range(6):
-    effective = rng.choice([96, 100, 128, 192, 1000, 4096])
-    persistent = rng.uniform(0.0, 200.0)
-    per_sample = rng.uniform(0.01, 1.0)
-    # a budget just above one N's peak (1e-6 MiB: floating-point rounding must not decide)
-    budget = persistent + per_sample * effective / rng.choice([1, 2, 3, 5, 8, 40, 100]) + 1e-6
-    # every seed: sorted, irregular and UNSORTED candidate lists, twice each
-    candidates = [(1, 2, 4, 8, 16, 32, 64), (3, 5, 6, 10), (64, 16, 4, 1)][case % 3]
+def show_case(persistent, per_sample, effective, budget, candidates):
     result = outcome(smallest_fitting_n, persistent, per_sample, effective, budget, candidates=candidates)
     print(f"{persistent:.3f} + {per_sample:.4f} x {effective} / N <= {budget:.3f}, N in {candidates}: {result}")
+
+
+for case in range(3):  # random budgets: just above one N's peak (1e-6 MiB: rounding must not decide)
+    effective, persistent, per_sample = rng.choice([96, 100, 128, 192, 1000, 4096]), rng.uniform(0, 200), rng.random()
+    budget = persistent + per_sample * effective / rng.choice([1, 2, 3, 5, 8, 40, 100]) + 1e-6
+    show_case(
+        persistent, per_sample, effective, budget, [(1, 2, 4, 8, 16, 32, 64), (3, 5, 6, 10), (64, 16, 4, 1)][case]
+    )
+# every seed has the three edge cases; values in eighths of a MiB, exact in floating point in any order of operations
+persistent, per_sample, n = rng.randint(0, 200), rng.randint(1, 16) / 8, rng.choice([2, 4, 8])
+effective = 64 * rng.randint(1, 8)
+show_case(persistent, per_sample, effective, persistent + per_sample * effective / n, (1, 2, 4, 8, 16))  # exact fit
+budget = persistent + per_sample * effective / n + 1 / 8  # N = n fits, and so does every larger N listed first
+show_case(persistent, per_sample, effective, budget, tuple(sorted((1, 2, 4, 8, 16, 32, 64), reverse=True)))
+effective = rng.choice([36, 60, 100, 108])  # 8 does not divide it, 4 does: N = 8 fits, is not allowed, 16 neither
+budget = persistent + per_sample * effective / 8 + 1 / 8
+show_case(persistent, per_sample, effective, budget, (1, 2, 4, 8, 16))
 bad = -float(rng.randint(0, 9))
 print(f"budget {bad}: {outcome(smallest_fitting_n, 10.0, 1.0, 64, bad)}")
 

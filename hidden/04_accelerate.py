@@ -13,10 +13,9 @@ from gradacc.data import digits_loader
 from gradacc.models import make_digits_model
 
 # %% hidden 4.1
-for _ in range(2):
+for max_norm in (None, round(rng.uniform(0.01, 0.05), 3)):  # every seed: no clipping, then a threshold that clips
     accum_steps, micro_batch_size = rng.randint(2, 5), rng.choice([4, 8, 12])
     n_samples = micro_batch_size * accum_steps * rng.randint(2, 4)  # full windows only
-    max_norm = rng.choice([None, round(rng.uniform(0.1, 0.5), 2)])
     reset_accelerate_state()
     accelerator = Accelerator(gradient_accumulation_steps=accum_steps, cpu=True)
     model = make_digits_model(seed=rng.randrange(2**31), hidden=rng.choice([16, 24]))

@@ -22,14 +22,15 @@ from gradacc.trainer import (
 )
 
 # %% hidden 5.1
-for case in range(3):
+for case in range(3):  # every seed: no count (case 0), a window's count larger than this micro-batch's (case 1)
     generator = torch.Generator().manual_seed(rng.randrange(2**31))
-    rows, width, vocab = rng.randint(1, 4), rng.randint(2, 9), rng.randint(3, 20)
+    rows, width, vocab = rng.randint(1, 4), rng.randint(3, 9), rng.randint(3, 20)
     logits = torch.randn(rows, width, vocab, generator=generator)
     labels = torch.randint(0, vocab, (rows, width), generator=generator)
     for row in range(rows):
-        labels[row, rng.randint(2, width) :] = -100  # padding after at least 2 real tokens
-    count = rng.choice([None, int((labels[:, 1:] != -100).sum()) + rng.randint(0, 30)])
+        labels[row, rng.randint(2, width - 1) :] = -100  # padding after at least 2 real tokens, in every row
+    own = int((labels[:, 1:] != -100).sum())
+    count = [None, own + rng.randint(1, 30), rng.choice([None, own + rng.randint(0, 30)])][case]
     loss = quietly(causal_lm_loss, {"logits": logits}, labels, num_items_in_batch=count)
     print(f"case {case}: logits {tuple(logits.shape)}, num_items_in_batch={count}: loss {float(loss):.5f}")
 
@@ -37,7 +38,8 @@ for case in range(3):
 micro_batch_size, accum_steps = rng.choice([4, 6, 8]), rng.randint(2, 4)
 split = family_split(seed=rng.randint(0, 99))
 tokenizer = train_wordlevel_tokenizer(split.train_texts, vocab_size=400)
-dataset = encode_dataset(tokenizer, split.train_texts[:64], split.train_labels[:64], max_length=24)
+samples = micro_batch_size * accum_steps * rng.randint(1, 2) + rng.randint(1, micro_batch_size * (accum_steps - 1))
+dataset = encode_dataset(tokenizer, split.train_texts[:samples], split.train_labels[:samples], max_length=24)
 model = tiny_bert_classifier(len(tokenizer), 4, seed=rng.randrange(2**31), hidden_size=16, num_layers=1)
 takes_loss_kwargs(model)  # as transformers 5's BERT: a plain Trainer is N times off on every version
 before = [p.detach().clone().double() for p in model.parameters()]

@@ -35,8 +35,12 @@ for case in range(2):
     accum_steps = rng.choice([2, 4, 8])
     rows = accum_steps * rng.randint(2, 6)
     sizes = (rng.randint(3, 12), rng.randint(4, 16), rng.randint(2, 6))
-    params, x, y = draw_problem(rng.randrange(2**31), sizes, rows, rng.randint(rows // 2, rows))
+    params, x, y = draw_problem(rng.randrange(2**31), sizes, rows, rng.randint(rows // 2, rows - 1))  # padding
     show(f"scan case {case}", quietly(jax.jit(accumulate_scan, static_argnums=3), params, x, y, accum_steps))
+scans = quietly(
+    jaxacc.count_traced_ops, lambda p, a, b: accumulate_scan(p, a, b, accum_steps), params, x, y, primitive="scan"
+)
+print(f"a scan in the traced program: {scans > 0}")
 
 # %% hidden 6.2
 # distinct sizes (a mean of means is wrong) that add up to more rows than any layer is wide (17+ > 16)

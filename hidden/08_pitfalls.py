@@ -35,7 +35,7 @@ def grad_summary(encoder) -> str:
 # %% hidden 8.1
 for _ in range(3):
     features, momentum = rng.randint(2, 8), rng.choice([0.05, 0.1, 0.2, 0.3, 0.5])
-    sizes = [rng.randint(2, 16) for _ in range(rng.randint(1, 5))]
+    sizes = [rng.randint(2, 16) for _ in range(rng.randint(2, 5))]  # every seed: a window of 2+ micro-batches
     generator = torch.Generator().manual_seed(rng.randrange(2**31))
     start = torch.rand(features, generator=generator) + 0.5
     micro_batches = [torch.randn(n, features, generator=generator) * rng.uniform(0.5, 3) + 1 for n in sizes]

@@ -85,6 +85,7 @@ def check_smallest_fitting_n(smallest_fitting_n: Callable) -> None:
             ((10.0, 1.0, 96, 30.0), {}),  # N = 8: 10 + 12 = 22
             ((10.0, 1.0, 96, 11.6), {}),  # only N = 64 would fit (11.5), but 96 % 64 != 0: None
             ((10.0, 1.0, 96, 30.0), {"candidates": (3, 6, 12)}),  # N = 6: 10 + 16 = 26
+            ((10.0, 1.0, 96, 30.0), {"candidates": (12, 6, 3)}),  # unsorted: still N = 6 (12 fits too, but is larger)
             ((10.0, 1.0, 96, 11.0), {"candidates": (3, 6, 12)}),  # 10 + 8 > 11: None
             ((0.0, 2.0, 64, 200.0), {}),  # fits at N = 1
         ]

@@ -1,0 +1,198 @@
+"""The wrong-answer corpus (issue 13): every check of every exercise rejects at least two plausible mistakes, in its
+visible check and in its hidden check on EVERY one of 20 grading seeds.
+
+The corpus is ``tests/wrong_answers/NN_topic.py``: one ``# %% X.Y <mistake>`` cell per mistake, the solution cell a
+learner who made it would write. Each runs as in the learner's notebook: after the exercise's own import cell, in a
+namespace named ``__main__``, its source readable by ``inspect`` (as IPython keeps a cell's source in ``linecache``).
+The hidden blocks of ``hidden/NN_topic.py`` run in a copy of that namespace after the grader's own preamble, and are
+compared with the reference solution's output as the grader compares them (``same_output``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import io
+import linecache
+import random
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import nbformat
+import pytest
+from conftest import ROOT
+
+from gradacc.course.checks.lesson07 import epoch_on_ranks
+from gradacc.grading.discover import load_hidden
+from gradacc.grading.merge import HIDDEN_PREAMBLE
+from gradacc.grading.score import same_output
+
+CORPUS = ROOT / "tests" / "wrong_answers"
+SEEDS = range(1, 21)
+_CELL = re.compile(r"^# %% (\d+\.\d+) (.+)$", re.MULTILINE)
+
+
+@dataclass(frozen=True)
+class Mistake:
+    check: str  # "2.1"
+    name: str  # what the learner got wrong
+    source: str  # the learner's solution cell
+    where: str  # "tests/wrong_answers/02_pytorch.py:12"
+
+
+@dataclass(frozen=True)
+class Exercise:
+    stem: str  # "02_pytorch"
+    imports: str  # the exercise's import cell (it imports the check functions)
+    answers: dict[str, str]  # check -> the name the check is called with ("accumulation_window")
+    calls: dict[str, str]  # check -> the check cell ("check_accumulation_window(accumulation_window)")
+    references: dict[str, str]  # check -> the reference solution cell
+
+
+def _check_id(cell_id: str) -> str:
+    """``ex-2-1-check`` -> ``2.1``."""
+    return ".".join(cell_id.split("-")[1:3])
+
+
+@functools.cache
+def exercise(stem: str) -> Exercise:
+    exercise_nb = nbformat.read(ROOT / "exercises" / f"{stem}.ipynb", as_version=4)
+    solution_nb = nbformat.read(ROOT / "solutions" / f"{stem}.ipynb", as_version=4)
+    imports = next(c.source for c in exercise_nb.cells if c.cell_type == "code" and "gradacc.course.checks" in c.source)
+    calls, answers, references = {}, {}, {}
+    for cell in solution_nb.cells:
+        tags = cell.metadata.get("tags", [])
+        if "check" in tags:
+            calls[_check_id(cell.id)] = cell.source
+            answers[_check_id(cell.id)] = re.fullmatch(r"check_\w+\((\w+)\)", cell.source.strip()).group(1)
+        elif "solution" in tags:
+            references[_check_id(cell.id)] = cell.source
+    for check, answer in answers.items():  # 8.3 checks the answer of 8.2: the reference is that cell
+        references.setdefault(check, next(s for s in references.values() if f" {answer}(" in s.split("\n")[0]))
+    return Exercise(stem, imports, answers, calls, references)
+
+
+def _stems() -> list[str]:
+    return sorted(p.stem for p in (ROOT / "solutions").glob("0*.ipynb"))
+
+
+def _stem_of(check: str) -> str:
+    return next(stem for stem in _stems() if int(stem[:2]) == int(check.split(".")[0]))
+
+
+def load_corpus() -> list[Mistake]:
+    mistakes = []
+    for path in sorted(CORPUS.glob("0*.py")):
+        text = path.read_text(encoding="utf-8")
+        for match, following in zip(_CELL.finditer(text), [*list(_CELL.finditer(text))[1:], None], strict=True):
+            source = text[match.end() : following.start() if following else len(text)].strip("\n") + "\n"
+            line = text[: match.start()].count("\n") + 1
+            mistakes.append(Mistake(match[1], match[2], source, f"{path.relative_to(ROOT)}:{line}"))
+    return mistakes
+
+
+MISTAKES = load_corpus()
+
+
+def define(check: str, source: str, label: str) -> dict:
+    """The notebook namespace after the exercise's import cell and ``source`` (a solution cell) ran in it."""
+    namespace = {"__name__": "__main__"}
+    exec(compile(exercise(_stem_of(check)).imports, f"<imports {check}>", "exec"), namespace)
+    filename = f"<cell {check}: {label}>"
+    linecache.cache[filename] = (len(source), None, source.splitlines(keepends=True), filename)
+    exec(compile(source, filename, "exec"), namespace)
+    return namespace
+
+
+def visible_output(check: str, namespace: dict) -> str:
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        exec(exercise(_stem_of(check)).calls[check], namespace)
+    return out.getvalue()
+
+
+def hidden_output(check: str, namespace: dict, seed: int) -> str:
+    """What the hidden blocks of ``check`` print for ``seed`` in a copy of ``namespace`` (as ``gradacc grade`` runs
+    them in the student's kernel)."""
+    path = ROOT / "hidden" / f"{_stem_of(check)}.py"
+    preamble, blocks = load_hidden(path)
+    scope = dict(namespace, GRADACC_SEED=seed)
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        exec(compile(HIDDEN_PREAMBLE + preamble, str(path), "exec"), scope)
+        for block in blocks[check]:
+            exec(compile(block, f"{path} {check}", "exec"), scope)
+    return out.getvalue()
+
+
+def hidden_outputs_on_ranks(namespace: dict) -> list[str]:
+    """Hidden 7.3 for every seed at once: all 20 seeds' epochs in ONE 2-rank launch (each launch takes seconds), each
+    case drawn as the block draws it (its first draw after the grader's preamble) and printed by its own helper."""
+    path = ROOT / "hidden" / "07_distributed.py"
+    helpers: dict = {}
+    exec(compile(load_hidden(path)[0], str(path), "exec"), helpers)
+    cases = [helpers["draw_rank_case"](random.Random(seed)) for seed in SEEDS]
+    assert all(len(set(map(sum, c["sizes"]))) == 2 and len(c["sizes"][0]) % c["accum_steps"] for c in cases)
+    results = epoch_on_ranks(namespace["train_epoch_ddp"], cases, timeout=300)
+    assert len(results) == len(cases)
+    return [helpers["rank_result_line"](c, r) for c, r in zip(cases, results, strict=True)]
+
+
+def _hidden_per_seed(check: str, namespace: dict) -> list[str]:
+    if check == "7.3":
+        return hidden_outputs_on_ranks(namespace)
+    return [hidden_output(check, namespace, seed) for seed in SEEDS]
+
+
+def _first_difference(got: str, want: str) -> str:
+    pairs = zip(got.splitlines(), want.splitlines(), strict=False)
+    return next((f"{g!r} vs the reference's {w!r}" for g, w in pairs if not same_output(g, w)), f"{got!r} vs {want!r}")
+
+
+def _checks() -> list[str]:
+    return [check for stem in _stems() for check in exercise(stem).calls]
+
+
+def test_the_corpus_has_two_mistakes_for_every_check():
+    counts = {check: sum(m.check == check for m in MISTAKES) for check in _checks()}
+    print("mistakes per check:", counts)
+    assert {m.check for m in MISTAKES} <= set(counts), "a corpus cell names a check no exercise has"
+    assert min(counts.values()) >= 2, {c: n for c, n in counts.items() if n < 2}
+    assert len({(m.check, m.name) for m in MISTAKES}) == len(MISTAKES), "two mistakes with the same name"
+
+
+@pytest.mark.parametrize("check", _checks())
+def test_the_reference_solution_passes_its_visible_check(check):
+    namespace = define(check, exercise(_stem_of(check)).references[check], "reference")
+    assert visible_output(check, namespace) == f"Exercise {check}: correct\n"
+
+
+@pytest.mark.parametrize("mistake", MISTAKES, ids=[f"{m.check} {m.name}" for m in MISTAKES])
+def test_the_visible_check_rejects_the_mistake(mistake):
+    line = visible_output(mistake.check, define(mistake.check, mistake.source, mistake.name))
+    print(f"{mistake.where}: {line.strip()}")
+    assert line.startswith(f"Exercise {mistake.check}: incorrect - ") and line.count("\n") == 1, line
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("check", _checks())
+def test_the_hidden_check_rejects_every_mistake_on_every_seed(check):
+    """Each mistake prints a different result from the reference on all 20 seeds (so it is really wrong on the
+    check's inputs, and the grader takes the check's points every time); the reference equals itself."""
+    want = _hidden_per_seed(check, define(check, exercise(_stem_of(check)).references[check], "reference"))
+    assert len(set(want)) == len(SEEDS), "two seeds drew the same inputs"
+    lost = {}
+    for mistake in (m for m in MISTAKES if m.check == check):
+        got = _hidden_per_seed(check, define(check, mistake.source, mistake.name))
+        lost[mistake.name] = sum(not same_output(g, w) for g, w in zip(got, want, strict=True))
+        print(f"hidden {check}, {mistake.name}: seed {SEEDS[0]} prints {_first_difference(got[0], want[0])}")
+    print(f"hidden {check}, {len(SEEDS)} seeds, checks lost: {lost}")
+    assert lost == dict.fromkeys(lost, len(SEEDS))
+
+
+def test_corpus_cells_define_the_checked_answer():
+    for mistake in MISTAKES:
+        answer = exercise(_stem_of(mistake.check)).answers[mistake.check]
+        assert re.search(rf"^(def|class) {answer}\b", mistake.source, re.MULTILINE), mistake.where
+    assert all(Path(ROOT / m.where.split(":")[0]).is_file() for m in MISTAKES)

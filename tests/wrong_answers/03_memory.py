@@ -1,0 +1,114 @@
+"""Plausible wrong answers to exercises/03_memory.ipynb (README: "Hidden checks"; tests/test_wrong_answers.py).
+
+Each ``# %% X.Y <mistake>`` cell is the solution cell a learner who made that mistake would write; it runs after the
+exercise's own import cell. Every one must lose check X.Y in the visible check and in the hidden check on every seed.
+"""
+# ruff: noqa: F811, F821 - each cell redefines the answer; torch, weakref, TorchDispatchMode and tree_leaves come
+# from the import cell
+
+
+# %% 3.1 the whole effective batch's activations (N forgotten)
+def micro_batch_activation_mib(activation_mib_per_sample, effective_batch_size, accum_steps):
+    if accum_steps < 1 or effective_batch_size % accum_steps:
+        raise ValueError(f"{effective_batch_size} samples cannot be split into {accum_steps} equal micro-batches")
+    return activation_mib_per_sample * effective_batch_size
+
+
+# %% 3.1 floor division: an effective batch N does not divide is accepted
+def micro_batch_activation_mib(activation_mib_per_sample, effective_batch_size, accum_steps):
+    if accum_steps < 1:
+        raise ValueError(f"accum_steps must be >= 1, got {accum_steps}")
+    return activation_mib_per_sample * (effective_batch_size // accum_steps)
+
+
+# %% 3.1 a constant: the lesson's example of 4 MiB
+def micro_batch_activation_mib(activation_mib_per_sample, effective_batch_size, accum_steps):
+    if accum_steps < 1 or effective_batch_size % accum_steps:
+        raise ValueError(f"{effective_batch_size} samples cannot be split into {accum_steps} equal micro-batches")
+    return 4.0
+
+
+# %% 3.2 the candidates tried in the order given (not the smallest N first)
+def smallest_fitting_n(
+    persistent_mib, activation_mib_per_sample, effective_batch_size, budget_mib, candidates=(1, 2, 4, 8, 16, 32, 64)
+):
+    if budget_mib <= 0:
+        raise ValueError(f"budget_mib must be > 0, got {budget_mib}")
+    for n in candidates:
+        if (
+            effective_batch_size % n == 0
+            and persistent_mib + activation_mib_per_sample * effective_batch_size / n <= budget_mib
+        ):
+            return n
+    return None
+
+
+# %% 3.2 a peak exactly at the budget counted as not fitting (< instead of <=)
+def smallest_fitting_n(
+    persistent_mib, activation_mib_per_sample, effective_batch_size, budget_mib, candidates=(1, 2, 4, 8, 16, 32, 64)
+):
+    if budget_mib <= 0:
+        raise ValueError(f"budget_mib must be > 0, got {budget_mib}")
+    for n in sorted(candidates):
+        if (
+            effective_batch_size % n == 0
+            and persistent_mib + activation_mib_per_sample * effective_batch_size / n < budget_mib
+        ):
+            return n
+    return None
+
+
+# %% 3.2 an N that does not divide the effective batch accepted
+def smallest_fitting_n(
+    persistent_mib, activation_mib_per_sample, effective_batch_size, budget_mib, candidates=(1, 2, 4, 8, 16, 32, 64)
+):
+    if budget_mib <= 0:
+        raise ValueError(f"budget_mib must be > 0, got {budget_mib}")
+    for n in sorted(candidates):
+        if persistent_mib + activation_mib_per_sample * effective_batch_size / n <= budget_mib:
+            return n
+    return None
+
+
+# %% 3.3 every output tensor counted, views of a counted storage too
+class PeakCounter(TorchDispatchMode):
+    def __init__(self):
+        super().__init__()
+        self.current_bytes = 0
+        self.peak_bytes = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        for t in tree_leaves(out):
+            if isinstance(t, torch.Tensor):
+                nbytes = t.untyped_storage().nbytes()
+                self.current_bytes += nbytes
+                weakref.finalize(t, self._free, 0, nbytes)
+        self.peak_bytes = max(self.peak_bytes, self.current_bytes)
+        return out
+
+    def _free(self, key, nbytes):
+        self.current_bytes -= nbytes
+
+
+# %% 3.3 storages counted once but never freed (no finalizer)
+class PeakCounter(TorchDispatchMode):
+    def __init__(self):
+        super().__init__()
+        self.current_bytes = 0
+        self.peak_bytes = 0
+        self._alive = set()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        for t in tree_leaves(out):
+            if isinstance(t, torch.Tensor):
+                storage = t.untyped_storage()
+                if id(storage) not in self._alive:
+                    self._alive.add(id(storage))
+                    self.current_bytes += storage.nbytes()
+        self.peak_bytes = max(self.peak_bytes, self.current_bytes)
+        return out
+
+    def _free(self, key, nbytes):
+        pass

@@ -1,0 +1,77 @@
+"""Plausible wrong answers to exercises/07_distributed.ipynb (README: "Hidden checks"; tests/test_wrong_answers.py).
+
+Each ``# %% X.Y <mistake>`` cell is the solution cell a learner who made that mistake would write; it runs after the
+exercise's own import cell. Every one must lose check X.Y in the visible check and in the hidden check on every seed.
+"""
+# ruff: noqa: F811, F821 - each cell redefines the answer; contextlib, torch, dist, count_items and
+# sum_cross_entropy come from the import cell
+
+
+# %% 7.1 divided by the rank's own tokens (each rank's mean; DDP then averages the means)
+def token_weighted_loss(loss_sum, local_tokens, global_tokens, world_size):
+    return loss_sum / local_tokens
+
+
+# %% 7.1 divided by all tokens but not multiplied by the world size (DDP's average divides again)
+def token_weighted_loss(loss_sum, local_tokens, global_tokens, world_size):
+    return loss_sum / global_tokens
+
+
+# %% 7.2 no no_sync: gradients all-reduced on every micro-step
+def train_epoch_ddp(ddp_model, optimizer, batches, accum_steps):
+    batches = list(batches)
+    for start in range(0, len(batches), accum_steps):
+        window = batches[start : start + accum_steps]
+        items = torch.tensor([float(sum(count_items(batch) for batch in window))])
+        dist.all_reduce(items)
+        scale = dist.get_world_size() / float(items)
+        for batch in window:
+            (sum_cross_entropy(ddp_model, batch) * scale).backward()
+        optimizer.step()
+        optimizer.zero_grad()
+
+
+# %% 7.2 synchronised only on micro-steps whose number is a multiple of N (the short last window never syncs)
+def train_epoch_ddp(ddp_model, optimizer, batches, accum_steps):
+    batches = list(batches)
+    for start in range(0, len(batches), accum_steps):
+        window = batches[start : start + accum_steps]
+        items = torch.tensor([float(sum(count_items(batch) for batch in window))])
+        dist.all_reduce(items)
+        scale = dist.get_world_size() / float(items)
+        for i, batch in enumerate(window):
+            sync = (start + i + 1) % accum_steps == 0
+            with contextlib.nullcontext() if sync else ddp_model.no_sync():
+                (sum_cross_entropy(ddp_model, batch) * scale).backward()
+        optimizer.step()
+        optimizer.zero_grad()
+
+
+# %% 7.3 the rank's own window count (no all-reduce of the token count)
+def train_epoch_ddp(ddp_model, optimizer, batches, accum_steps):
+    batches = list(batches)
+    for start in range(0, len(batches), accum_steps):
+        window = batches[start : start + accum_steps]
+        items = float(sum(count_items(batch) for batch in window))
+        scale = dist.get_world_size() / items
+        for i, batch in enumerate(window):
+            last = i == len(window) - 1
+            with contextlib.nullcontext() if last else ddp_model.no_sync():
+                (sum_cross_entropy(ddp_model, batch) * scale).backward()
+        optimizer.step()
+        optimizer.zero_grad()
+
+
+# %% 7.3 the all-reduced count without the world size (DDP's average divides again)
+def train_epoch_ddp(ddp_model, optimizer, batches, accum_steps):
+    batches = list(batches)
+    for start in range(0, len(batches), accum_steps):
+        window = batches[start : start + accum_steps]
+        items = torch.tensor([float(sum(count_items(batch) for batch in window))])
+        dist.all_reduce(items)
+        for i, batch in enumerate(window):
+            last = i == len(window) - 1
+            with contextlib.nullcontext() if last else ddp_model.no_sync():
+                (sum_cross_entropy(ddp_model, batch) / float(items)).backward()
+        optimizer.step()
+        optimizer.zero_grad()
