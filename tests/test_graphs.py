@@ -67,3 +67,30 @@ def test_graph_nodes_kept_by_a_logged_loss_tensor():
     n_params = len(list(model.parameters()))
     assert count_graph_nodes(running) == 4 * (per_step[0] - n_params) + n_params + 4
     assert count_graph_nodes(running.detach()) == 0
+
+
+def test_host_read_counter_counts_every_kind_of_value_read():
+    from gradacc.graphs import HostReadCounter
+
+    t = torch.ones(3).sum()
+    with HostReadCounter() as reads:
+        t.item(), float(t), int(t), bool(t > 0), t.tolist(), t.numpy()
+        u = t * 2 + 1  # arithmetic stays on the device: no read
+    assert reads.count == 6 and reads.calls == dict.fromkeys(["item", "float", "int", "bool", "tolist", "numpy"], 1)
+    assert float(u) == 7.0 and reads.count == 6  # outside the block: not counted
+
+
+def test_train_accumulated_reads_the_device_once_per_window_for_its_loss():
+    from gradacc.accumulation import train_accumulated
+    from gradacc.data import digits_loader
+    from gradacc.graphs import HostReadCounter
+    from gradacc.models import make_digits_model
+
+    model = make_digits_model(seed=0)
+    batches = list(digits_loader(16, seed=0, n_samples=160))  # 10 micro-batches, N = 4: 3 windows
+    with HostReadCounter() as reads:
+        history = train_accumulated(model, torch.optim.SGD(model.parameters(), lr=0.1), batches, 4)
+    print(f"{len(batches)} micro-batches, {len(history)} optimizer steps: {reads.calls}")
+    # per window: the loss and the gradient norm; per micro-batch: its label count (count_items; CPU labels in a real
+    # GPU loop, read before they are moved, so no wait)
+    assert len(history) == 3 and reads.calls == {"item": 3, "float": 3, "int": 10}

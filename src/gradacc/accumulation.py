@@ -97,11 +97,11 @@ def accumulation_step(
     if items == 0:
         raise ValueError("the window holds no items to average over (every label equals IGNORE_INDEX)")
     lr = float(optimizer.param_groups[0]["lr"])
-    total = 0.0
+    total = torch.zeros(())
     for batch in micro_batches:
         loss = loss_fn(model, batch) / items
         loss.backward()
-        total += loss.item()  # a float: the graph is freed after backward
+        total = total.to(loss.device) + loss.detach()  # on the loss's device, no graph: no synchronisation here
     params = [p for p in model.parameters() if p.grad is not None]
     if max_norm is not None:
         grad_norm = float(torch.nn.utils.clip_grad_norm_(params, max_norm))
@@ -111,7 +111,7 @@ def accumulation_step(
     optimizer.zero_grad(set_to_none=True)
     if scheduler is not None:
         scheduler.step()
-    return {"loss": total, "items": items, "micro_steps": len(micro_batches), "grad_norm": grad_norm, "lr": lr}
+    return {"loss": total.item(), "items": items, "micro_steps": len(micro_batches), "grad_norm": grad_norm, "lr": lr}
 
 
 def train_accumulated(

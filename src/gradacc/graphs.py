@@ -1,7 +1,9 @@
-"""What autograd graphs keep alive: the bytes of tensors saved for backward, and the number of graph nodes.
+"""What autograd graphs keep alive (the bytes of tensors saved for backward, the number of graph nodes) and how often
+Python reads a tensor's value (a host-device synchronisation on a GPU).
 
 Lesson 02 (flaw d) and lesson 08 (graphs kept alive) measure with these: a loss tensor accumulated for logging keeps
-its graph reachable; before ``backward`` has run, that graph still holds every saved activation.
+its graph reachable; before ``backward`` has run, that graph still holds every saved activation; ``loss.item()`` on
+every micro-step reads the device N times per optimizer step.
 
 Units: bytes (``int``) and MiB (2**20 bytes).
 """
@@ -12,10 +14,11 @@ import weakref
 from collections.abc import Iterable
 
 import torch
+from torch.overrides import TorchFunctionMode
 
 from .memory import MIB
 
-__all__ = ["SavedTensorMeter", "count_graph_nodes"]
+__all__ = ["HostReadCounter", "SavedTensorMeter", "count_graph_nodes"]
 
 
 class _Packed:
@@ -132,3 +135,40 @@ def count_graph_nodes(tensor: torch.Tensor) -> int:
                 seen.add(child)
                 stack.append(child)
     return len(seen)
+
+
+_HOST_READS = {
+    torch.Tensor.item: "item",
+    torch.Tensor.__float__: "float",
+    torch.Tensor.__int__: "int",
+    torch.Tensor.__bool__: "bool",
+    torch.Tensor.tolist: "tolist",
+    torch.Tensor.numpy: "numpy",
+}
+
+
+class HostReadCounter(TorchFunctionMode):
+    """Count how often Python reads a tensor's value inside ``with HostReadCounter() as reads:``.
+
+    A read is ``t.item()``, ``float(t)``, ``int(t)``, ``bool(t)`` (an ``if`` on a tensor), ``t.tolist()`` or
+    ``t.numpy()``. On a GPU each one copies a value to the host and waits for every kernel queued before it: a
+    host-device synchronisation (PyTorch docs, "CUDA semantics", asynchronous execution; on CUDA,
+    ``torch.cuda.set_sync_debug_mode("warn")`` reports them). On a CPU nothing waits, but the count is the same, so a
+    training loop's synchronisations can be counted on any machine.
+
+    Attributes:
+        count: reads so far (int).
+        calls: reads per kind, e.g. ``{"item": 16}``.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.count = 0
+        self.calls: dict[str, int] = {}
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kind = _HOST_READS.get(func)
+        if kind is not None:
+            self.count += 1
+            self.calls[kind] = self.calls.get(kind, 0) + 1
+        return func(*args, **(kwargs or {}))
