@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from gradacc.bench import IMPLS, ROW_FIELDS, check_targets, format_table, plot_rows, run_benchmark
+from gradacc.bench import FULL, IMPLS, ROW_FIELDS, check_targets, format_table, load_reference, plot_rows, run_benchmark
 from gradacc.memory import StepConfig
 
 
@@ -88,3 +88,23 @@ def test_bad_benchmark_arguments():
         run_benchmark(StepConfig(effective_batch_size=256), (1, 3), impls=("pytorch",), progress=False)
     with pytest.raises(ValueError, match="the JAX rows support the fp32 Adam MLP"):
         run_benchmark(StepConfig(effective_batch_size=256, optimizer="sgd"), (1,), impls=("jax_scan",), progress=False)
+
+
+@pytest.mark.slow
+def test_the_reference_run_lesson_03_shows_is_current():
+    """The shipped full run (``make bench-reference``) has every row, and its memory columns equal a fresh measurement
+    on this machine's versions at N = 1 and 8 (memory is deterministic on CPU; times are that run's and not compared).
+    A change to the model, the measurement or a library that moves the memory fails here: re-run the make target."""
+    reference = load_reference()
+    setup = reference["setup"]
+    assert setup["config"] == FULL["config"].label() and setup["accum_steps"] == list(FULL["accum_steps"])
+    assert [(r["impl"], r["accum_steps"]) for r in reference["rows"]] == [
+        (i, n) for i in IMPLS for n in FULL["accum_steps"]
+    ]
+    fresh = run_benchmark(accum_steps=(1, 8), impls=("pytorch", "jax_scan"), repeats=1, progress=False)["rows"]
+    by = {(r["impl"], r["accum_steps"]): r for r in reference["rows"]}
+    for row in fresh:
+        shipped = by[row["impl"], row["accum_steps"]]
+        print(f"{row['impl']} N={row['accum_steps']}: peak {row['peak_mib']} MiB (shipped {shipped['peak_mib']})")
+        assert row["peak_mib"] == pytest.approx(shipped["peak_mib"], abs=0.05)
+        assert row["activations_mib"] == pytest.approx(shipped["activations_mib"], abs=0.05)

@@ -19,6 +19,9 @@ effective batch 4096 real digits drawn with replacement.
 It prints a table with ratios against N = 1, checks the course's targets (reported, not asserted), writes the rows to
 ``--json PATH`` and the plot to ``--plot PATH``. ``--short`` runs a reduced version for CI. On a CPU it uses one
 PyTorch thread, as lesson 03 does (``--threads``).
+
+``load_reference()`` returns the full run that lesson 03 shows (``gradacc/bench_reference.json``, written by
+``make bench-reference``); ``tests/test_bench.py`` re-measures its memory columns so it cannot go stale.
 """
 
 from __future__ import annotations
@@ -48,6 +51,7 @@ __all__ = [
     "check_targets",
     "format_table",
     "plot_rows",
+    "load_reference",
     "add_cli",
 ]
 
@@ -321,22 +325,32 @@ def format_table(rows: Sequence[dict]) -> str:
     return "\n".join(lines)
 
 
+_STYLES: dict[str, dict[str, Any]] = {
+    "pytorch": {"marker": "o", "linestyle": "-", "linewidth": 3, "markersize": 8},
+    "accelerate": {"marker": "o", "linestyle": "--", "linewidth": 1.5, "markersize": 5, "markerfacecolor": "white"},
+    "jax_scan": {"marker": "s", "linestyle": "-", "linewidth": 1.5, "markersize": 5},
+    "jax_loop": {"marker": "^", "linestyle": "-.", "linewidth": 1.5, "markersize": 6},
+    "optax_multisteps": {"marker": "D", "linestyle": ":", "linewidth": 2, "markersize": 5},
+}
+
+
 def plot_rows(rows: Sequence[dict], path: str | Path | None = None, title: str = "") -> Any:
     """Peak memory and seconds per effective batch against N, one line per implementation.
 
-    Returns the matplotlib ``Figure`` (no pyplot); with ``path``, also saves it there as PNG (dpi 80).
+    Returns the matplotlib ``Figure`` (no pyplot); with ``path``, also saves it there as PNG (dpi 100).
     """
     from matplotlib.figure import Figure
 
-    fig = Figure(figsize=(8, 3.2), layout="constrained")
+    fig = Figure(figsize=(8, 3.6), layout="constrained")
     mem_ax, time_ax = fig.subplots(1, 2)
     for impl in IMPLS:
         mine = sorted((r for r in rows if r["impl"] == impl), key=lambda r: r["accum_steps"])
         if not mine:
             continue
         ns = [r["accum_steps"] for r in mine]
-        mem_ax.plot(ns, [r["peak_mib"] for r in mine], "o-", label=impl, markersize=4)
-        time_ax.plot(ns, [r["seconds_per_effective_batch"] for r in mine], "o-", label=impl, markersize=4)
+        style = _STYLES[impl]  # pytorch and accelerate coincide in memory: a hollow marker and a dashed line show both
+        mem_ax.plot(ns, [r["peak_mib"] for r in mine], label=impl, **style)
+        time_ax.plot(ns, [r["seconds_per_effective_batch"] for r in mine], label=impl, **style)
     all_ns = sorted({r["accum_steps"] for r in rows})
     for ax, label in ((mem_ax, "peak memory (MiB)"), (time_ax, "seconds per effective batch")):
         ax.set_xscale("log", base=2)
@@ -346,12 +360,20 @@ def plot_rows(rows: Sequence[dict], path: str | Path | None = None, title: str =
         ax.set_xlabel("accumulation steps N")
         ax.set_ylabel(label)
         ax.set_ylim(bottom=0)
-    mem_ax.legend(fontsize=7)
+    fig.legend(*mem_ax.get_legend_handles_labels(), loc="outside lower center", ncols=len(IMPLS), fontsize=9)
     if title:
-        fig.suptitle(title, fontsize=9)
+        fig.suptitle(title, fontsize=10)
     if path is not None:
-        fig.savefig(path, format="png", dpi=80)
+        fig.savefig(path, format="png", dpi=100)
     return fig
+
+
+def load_reference() -> dict[str, Any]:
+    """The full benchmark run shipped with the course (``{"setup", "rows", "targets"}``, as ``run_benchmark``): one run
+    of ``gradacc bench --json`` on the course's 2-core CPU machine, times included (those are that machine's)."""
+    from importlib import resources
+
+    return json.loads(resources.files("gradacc").joinpath("bench_reference.json").read_text(encoding="utf-8"))
 
 
 def _cmd_bench(args: argparse.Namespace) -> int:

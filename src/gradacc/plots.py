@@ -173,7 +173,7 @@ def plot_breakdown(
                 transform=ax.transAxes,
                 ha="right",
                 va="top",
-                fontsize=7,
+                fontsize=9,
                 color="crimson",
             )
     ax.set_xticks(xs)
@@ -182,13 +182,13 @@ def plot_breakdown(
     ax.set_ylabel(f"peak memory ({unit})")
     ax.yaxis.set_major_locator(MaxNLocator(5))
     if title:
-        ax.set_title(title, fontsize=9)
+        ax.set_title(title, fontsize=10)
     if legend:
-        ax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+        ax.legend(fontsize=9, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     return {"ns": ns, "tops": bottoms, "outline": outline}
 
 
-def figure_png(fig: Any, dpi: int = 80) -> bytes:
+def figure_png(fig: Any, dpi: int = 100) -> bytes:
     """Render a matplotlib figure to PNG bytes (Agg, fast zlib level; no pyplot state is touched)."""
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=dpi, pil_kwargs={"compress_level": 1})
