@@ -76,7 +76,7 @@ def test_slider_move_redraws_from_the_cache_and_changes_sentence_and_figure(expl
 def test_capacity_and_model_controls(explorer):
     explorer.capacity_dropdown.value = 1  # the first card preset: 16 GB
     state = explorer.state()
-    assert state["capacity_mib"] == 16 * 1024 and state["smallest_accum_steps"] == 1
+    assert state["capacity_mib"] == 16 * 1024 - 287_047_680 / 2**20 and state["smallest_accum_steps"] == 1
     explorer.width_slider.value = 1024  # not measured yet: says so, does not measure
     state = explorer.state()
     assert state["source"] is None and state["peak_mib"] is None
@@ -161,3 +161,21 @@ def test_widgets_use_only_what_ipywidgets_7_7_has():
     assert used and used <= IPYWIDGETS_77, used - IPYWIDGETS_77
     keywords = {kw.arg for node in ast.walk(tree) if isinstance(node, ast.Call) for kw in node.keywords}
     assert "tooltip" not in keywords and "tooltips" not in keywords
+
+
+def test_capacity_is_what_a_process_can_allocate(monkeypatch):
+    """Presets: nominal GiB minus the CUDA context; a GPU runtime: the free memory after the context (a stand-in CUDA
+    here: the real call runs in tests/gpu_check.sh)."""
+    import types
+
+    import torch
+
+    from gradacc.widgets import CAPACITY_PRESETS, CUDA_CONTEXT_MIB, gpu_capacity
+
+    assert round(CUDA_CONTEXT_MIB, 1) == 273.8
+    assert [round(mib) for _, mib in CAPACITY_PRESETS] == [16110, 24302, 40686, 81646, 144110]
+    assert all("GiB usable" in label for label, _ in CAPACITY_PRESETS)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (15 * 2**30, 16 * 2**30))
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda device: types.SimpleNamespace(name="Stand-in T4"))
+    assert gpu_capacity() == ("this GPU: Stand-in T4 (16 GiB, 15.0 GiB free)", 15 * 1024.0)
