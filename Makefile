@@ -7,7 +7,8 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat requirements.txt pyproject.toml | sha256sum | cut -c1-16)
 HOST ?= 127.0.0.1
 PORT ?= 8888
-PYTEST_ARGS ?= -n 2 --dist loadgroup  # both cores (pytest-xdist); `make test PYTEST_ARGS=` runs serially
+PYTEST_ARGS ?= -n 2 --dist loadgroup --max-worker-restart=0  # both cores (pytest-xdist); a crashed worker ends the run
+# (naming its test) instead of leaving loadgroup waiting for the lost tests; `make test PYTEST_ARGS=` runs serially
 ALLOW_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root,)
 # TORCH=cpu: take torch from PyTorch's CPU wheel index (a 192 MB wheel, 2.5 GB .venv in all) instead of PyPI, whose
 # Linux torch is the CUDA build (several GB of NVIDIA libraries). The course machines need neither: pip finds the CPU

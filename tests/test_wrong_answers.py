@@ -175,20 +175,30 @@ def test_the_visible_check_rejects_the_mistake(mistake):
     assert line.startswith(f"Exercise {mistake.check}: incorrect - ") and line.count("\n") == 1, line
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("check", _checks())
-def test_the_hidden_check_rejects_every_mistake_on_every_seed(check):
-    """Each mistake prints a different result from the reference on all 20 seeds (so it is really wrong on the
-    check's inputs, and the grader takes the check's points every time); the reference equals itself."""
+@functools.cache
+def _reference_per_seed(check: str) -> tuple[str, ...]:
+    """The reference solution's hidden output for every seed (once per check and worker: the tests of one check share
+    an xdist group, so one worker computes it)."""
     want = _hidden_per_seed(check, define(check, exercise(_stem_of(check)).references[check], "reference"))
     assert len(set(want)) == len(SEEDS), "two seeds drew the same inputs"
-    lost = {}
-    for mistake in (m for m in MISTAKES if m.check == check):
-        got = _hidden_per_seed(check, define(check, mistake.source, mistake.name))
-        lost[mistake.name] = sum(not same_output(g, w) for g, w in zip(got, want, strict=True))
-        print(f"hidden {check}, {mistake.name}: seed {SEEDS[0]} prints {_first_difference(got[0], want[0])}")
-    print(f"hidden {check}, {len(SEEDS)} seeds, checks lost: {lost}")
-    assert lost == dict.fromkeys(lost, len(SEEDS))
+    return tuple(want)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "mistake",
+    [pytest.param(m, marks=pytest.mark.xdist_group(f"hidden {m.check}")) for m in MISTAKES],
+    ids=[f"{m.check} {m.name}" for m in MISTAKES],
+)
+def test_the_hidden_check_rejects_the_mistake_on_every_seed(mistake):
+    """The mistake prints a different result from the reference on all 20 seeds (so it is really wrong on the check's
+    inputs, and the grader takes the check's points every time); the reference's seeds all differ."""
+    want = _reference_per_seed(mistake.check)
+    got = _hidden_per_seed(mistake.check, define(mistake.check, mistake.source, mistake.name))
+    lost = sum(not same_output(g, w) for g, w in zip(got, want, strict=True))
+    print(f"hidden {mistake.check}, {mistake.name}: seed {SEEDS[0]} prints {_first_difference(got[0], want[0])}")
+    print(f"hidden {mistake.check}, {mistake.name}: the check lost on {lost} of {len(SEEDS)} seeds")
+    assert lost == len(SEEDS)
 
 
 def test_corpus_cells_define_the_checked_answer():
