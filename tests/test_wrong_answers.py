@@ -85,8 +85,9 @@ def load_corpus() -> list[Mistake]:
     mistakes = []
     for path in sorted(CORPUS.glob("0*.py")):
         text = path.read_text(encoding="utf-8")
-        for match, following in zip(_CELL.finditer(text), [*list(_CELL.finditer(text))[1:], None], strict=True):
-            source = text[match.end() : following.start() if following else len(text)].strip("\n") + "\n"
+        matches = list(_CELL.finditer(text))
+        for match, end in zip(matches, [m.start() for m in matches[1:]] + [len(text)], strict=True):
+            source = text[match.end() : end].strip("\n") + "\n"
             line = text[: match.start()].count("\n") + 1
             mistakes.append(Mistake(match[1], match[2], source, f"{path.relative_to(ROOT)}:{line}"))
     return mistakes
