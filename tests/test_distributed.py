@@ -29,6 +29,7 @@ from gradacc.distributed import (
     AllReduceCounter,
     effective_batch_size,
     run_accelerate_lesson,
+    run_checkpoint_lesson,
     run_ddp_lesson,
     run_jax_devices,
     single_process_group,
@@ -270,6 +271,23 @@ def test_ddp_workers_reproduce_the_full_batch_and_count_allreduces():
     assert max_abs_diff(tokens["grads_local_items"], want) > 1e-3
     assert abs(sum(tokens["loss_sum_per_rank"]) / 20 - float(total.detach())) < 1e-5
     assert psutil.Process().children(recursive=True) == []  # nothing left behind
+
+
+@pytest.mark.slow
+def test_reentrant_checkpointing_fails_only_at_the_synchronizing_micro_step():
+    # N = 3 here, 4 in lesson 07: the failure follows the last micro-step, not a fixed index. When PyTorch makes DDP
+    # accept reused weights in reentrant checkpoints (or static_graph with no_sync), this test fails: update lesson 07.
+    result = run_checkpoint_lesson(accum_steps=3)
+    outcome = {name: s["micro_steps"] for name, s in result["settings"].items()}
+    assert result["world_size"] == 2 and result["accum_steps"] == 3
+    for name in ("reentrant", "reentrant, find_unused_parameters"):
+        assert outcome[name][:2] == ["ok", "ok"] and len(outcome[name]) == 3
+        assert outcome[name][2].startswith("error: Expected to mark a variable ready only once")
+    assert len(outcome["reentrant, static_graph"]) == 1 and "INTERNAL ASSERT" in outcome["reentrant, static_graph"][0]
+    for name in ("no checkpointing", "use_reentrant=False", "use_reentrant=False, find_unused_parameters"):
+        assert outcome[name] == ["ok"] * 3
+        assert result["settings"][name]["grad_diff"] == 0.0
+    assert psutil.Process().children(recursive=True) == []
 
 
 @pytest.mark.slow

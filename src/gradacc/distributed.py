@@ -4,6 +4,8 @@ Three launchers, each a real multi-process run started from a notebook with a ti
 
 * ``run_ddp_lesson``: ``torchrun`` (``python -m torch.distributed.run``) starts ``world_size`` processes of
   ``python -m gradacc.workers.ddp``; PyTorch ``DistributedDataParallel`` with the gloo backend on CPU (NCCL on GPUs).
+* ``run_checkpoint_lesson``: the same with ``python -m gradacc.workers.ddp_checkpoint`` (activation checkpointing
+  inside a ``no_sync`` window, for several ``use_reentrant`` / DDP settings).
 * ``run_accelerate_lesson``: ``accelerate launch`` starts the lesson-04 training script ``gradacc.workers.accelerate_train``.
 * ``run_jax_devices``: one process with ``XLA_FLAGS=--xla_force_host_platform_device_count=D`` (``D`` CPU devices),
   running ``python -m gradacc.workers.jax_dp``.
@@ -50,6 +52,7 @@ __all__ = [
     "token_vocab_size",
     "token_windows",
     "run_ddp_lesson",
+    "run_checkpoint_lesson",
     "run_accelerate_lesson",
     "run_jax_devices",
     "rank_batches",
@@ -383,6 +386,41 @@ def run_ddp_lesson(
             progress=progress,
         )
         result = _load_result(out)
+    result["launcher_s"] = time.perf_counter() - start
+    return result
+
+
+def run_checkpoint_lesson(
+    *, accum_steps: int = 4, micro_batch_size: int = 8, timeout: float = 120.0, progress: bool = False
+) -> dict[str, Any]:
+    """Launch 2 gloo workers of ``gradacc.workers.ddp_checkpoint`` and return rank 0's JSON result.
+
+    Each setting of ``gradacc.workers.ddp_checkpoint.SETTINGS`` runs one window of ``accum_steps`` micro-steps of
+    ``micro_batch_size`` digits per rank (``no_sync()`` on the first N-1); a micro-step that raises ends that
+    setting's window (recorded as ``"error: <first line>"``, both ranks fail at the same micro-step).
+
+    Returns:
+        ``{"world_size", "accum_steps", "settings": {name: {..., "micro_steps": [...], "grad_diff": float | None}}}``
+        plus ``"launcher_s"`` (wall seconds of the launch).
+
+    Raises:
+        ValueError: bad ``accum_steps`` or ``micro_batch_size``.
+        WorkerError: a worker failed or the run timed out.
+    """
+    check_accum_steps(accum_steps)
+    if micro_batch_size < 1:
+        raise ValueError(f"micro_batch_size must be >= 1, got {micro_batch_size}")
+    with tempfile.TemporaryDirectory(prefix="gradacc-ckpt-") as tmp:
+        out = Path(tmp) / "result.json"
+        args = [f"--out={out}", f"--accum-steps={accum_steps}", f"--micro-batch-size={micro_batch_size}"]
+        cmd = torchrun_command("gradacc.workers.ddp_checkpoint", args, nproc_per_node=2, port=free_port())
+        start = time.perf_counter()
+        run_processes(
+            cmd, timeout=timeout, env=_worker_env(2), what="torchrun (2 checkpointing workers)", progress=progress
+        )
+        if not out.exists():
+            raise WorkerError(f"the workers exited without writing their result file {out}", cmd, 0, "", "")
+        result = json.loads(out.read_text())
     result["launcher_s"] = time.perf_counter() - start
     return result
 
