@@ -22,11 +22,13 @@ from gradacc.trainer import (  # noqa: E402
     first_step_probe,
     probe_args,
     quiet_transformers,
+    run_trainer_ddp,
     tiny_bert_classifier,
     tiny_causal_lm,
     train_wordlevel_tokenizer,
     update_ratio,
 )
+from gradacc.workers.trainer_ddp import lm_sequences  # noqa: E402
 
 quiet_transformers()
 
@@ -124,10 +126,8 @@ def test_causal_lm_counts_28_tokens_and_matches_the_single_batch(task):
     from transformers import DataCollatorForLanguageModeling
 
     split, tokenizer, _, _ = task
-    texts = [t for t in split.train_texts if len(tokenizer(t)["input_ids"]) >= 16][:4]
-    sequences = [
-        tokenizer(t, truncation=True, max_length=n)["input_ids"] for t, n in zip(texts, (4, 10, 2, 16), strict=True)
-    ]
+    sequences = lm_sequences(tokenizer, split.train_texts)  # lesson 05's, and the multi-process worker's
+    assert [len(s) for s in sequences] == [4, 10, 2, 16]
     dataset = Dataset.from_dict({"input_ids": sequences, "attention_mask": [[1] * len(s) for s in sequences]})
     collator = DataCollatorForLanguageModeling(tokenizer, mlm=False)
 
@@ -250,3 +250,19 @@ def test_check_5_2_accepts_fixed_trainers_and_rejects_the_default(capsys):
         check_fixed_trainer(wrong)
         out = capsys.readouterr().out
         assert out.startswith("Exercise 5.2: incorrect - ") and out.count("\n") == 1, out
+
+
+@pytest.mark.slow
+def test_two_trainer_processes_average_tokens_across_devices():
+    import psutil
+
+    result = run_trainer_ddp()
+    on, off = result["settings"]["True"], result["settings"]["False"]
+    assert result["world_size"] == 2 and result["predicted_tokens"] == 28
+    assert [r["label_tokens"] for r in on["ranks"]] == [r["label_tokens"] for r in off["ranks"]] == [[3, 1], [9, 15]]
+    assert [r["num_items_in_batch"] for r in on["ranks"]] == [[28, 28], [28, 28]]  # all-gathered: the window's
+    assert [r["num_items_in_batch"] for r in off["ranks"]] == [[4, 4], [24, 24]]  # each rank its own
+    assert on["grad_diff"] < 1e-6 and off["grad_diff"] > 1e-2  # off: the mean of per-rank means
+    for run in (on, off):  # logged: mean over ranks of each rank's summed micro-step losses
+        assert abs(run["logged_loss"] - sum(sum(r["losses"]) for r in run["ranks"]) / 2) < 1e-4
+    assert psutil.Process().children(recursive=True) == []

@@ -65,6 +65,7 @@ __all__ = [
     "first_step_probe",
     "update_ratio",
     "batch_gradients",
+    "run_trainer_ddp",
 ]
 
 
@@ -309,3 +310,33 @@ def batch_gradients(
     loss = model(**batch).loss
     grads = torch.autograd.grad(loss, [p for _, p in model.named_parameters()])
     return {name: g.detach().cpu() for name, g in zip(names, grads, strict=True)}
+
+
+def run_trainer_ddp(*, timeout: float = 300.0, progress: bool = False) -> dict[str, Any]:
+    """Launch ``gradacc.workers.trainer_ddp`` on 2 gloo processes with torchrun and return rank 0's JSON result.
+
+    One optimizer step of lesson 05's causal LM, 1 sequence per micro-batch, N = 2, 2 ranks, with
+    ``average_tokens_across_devices`` True and False (see the worker's docstring for every key).
+
+    Returns:
+        The worker's dict plus ``"launcher_s"`` (wall seconds of the launch, start-up included).
+
+    Raises:
+        WorkerError: a worker failed or the run took longer than ``timeout`` seconds.
+    """
+    import json
+    import time
+    from pathlib import Path
+
+    from .launch import WorkerError, _worker_env, free_port, run_processes, torchrun_command
+
+    with tempfile.TemporaryDirectory(prefix="gradacc-trainer-ddp-") as tmp:
+        out = Path(tmp) / "result.json"
+        cmd = torchrun_command("gradacc.workers.trainer_ddp", [f"--out={out}"], nproc_per_node=2, port=free_port())
+        start = time.perf_counter()
+        run_processes(cmd, timeout=timeout, env=_worker_env(2), what="torchrun (2 Trainer workers)", progress=progress)
+        if not out.exists():
+            raise WorkerError(f"the workers exited without writing their result file {out}", cmd, 0, "", "")
+        result = json.loads(out.read_text())
+    result["launcher_s"] = time.perf_counter() - start
+    return result
