@@ -74,3 +74,36 @@ counter = PeakCounter()
 with counter:
     F.cross_entropy(model(x), y).backward()
 print(f"MLP hidden {hidden} depth {depth} batch {batch}: peak {counter.peak_bytes}")
+
+
+# %% hidden 3.4
+def show_peak(label, breakdown, ns):
+    results = []
+    for n in ns:
+        try:
+            peak, phase = quietly(peak_at, dict(breakdown), n)
+            results.append(f"N={n}: {float(peak):.6g} {phase}")
+        except Exception as exc:  # the reference raises ValueError for N < 1
+            results.append(f"N={n}: {type(exc).__name__}")
+    print(f"{label}: " + "; ".join(results))
+
+
+def eighths(low, high):
+    return rng.randint(low * 8, high * 8) / 8  # exact in floating point, whatever the order of the additions
+
+
+# every seed: an SGD step (rises from N = 1 to 2), an Adam step with activations large enough to fall with N until
+# the optimizer step takes over, and N < 1; values random, no ties between the two moments (checked)
+params = eighths(4, 64)
+acts = params * rng.choice([1, 1.5, 1.75]) - 1 / 8  # SGD: the peak rises from N = 1 to N = 2 (acts < 2 x params)
+sgd = {"parameters": params, "gradients": params, "optimizer_state": 0.0, "activations": acts, "step_scratch": 0.0}
+show_peak("SGD", sgd, (1, 2, rng.choice([4, 8])))
+params = eighths(1, 32)
+adam = {
+    "parameters": params,
+    "gradients": params,
+    "optimizer_state": 2 * params,
+    "activations": params * rng.choice([8, 12, 24]) + 1 / 8,
+    "step_scratch": eighths(0, 4) + params / 2,
+}
+show_peak("Adam", adam, (1, rng.choice([2, 3]), rng.choice([4, 6, 8]), 64, rng.choice([0, -1, -4])))

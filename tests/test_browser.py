@@ -196,6 +196,16 @@ _WATCH = """([root, figureSelector, sentenceSelector]) => {
 }"""
 
 
+_FIGURES = """() => [...document.querySelectorAll('.jp-NotebookPanel .jp-OutputArea-output img')]
+  .filter(img => img.naturalWidth > 0)
+  .map(img => ({natural: img.naturalWidth, shown: Math.round(img.getBoundingClientRect().width)}))"""
+
+FIGURE_DPI, MIN_FONT_PT = 100, 9
+"""Every course figure is drawn at dpi 100 with fonts of at least 9 pt (``tests/test_hygiene.py`` checks the code):
+9 pt is 12.5 PNG pixels, and 9 pt on a screen is 12 CSS px (96 px per inch), so a figure shown at >= 96 % of its
+width keeps every label at least 9 pt tall where the learner reads it."""
+
+
 def drive_explorer(
     chromium: Path,
     notebook: Path,
@@ -283,6 +293,11 @@ def drive_explorer(
                 result["sentences"].append(widget.locator(sentence).first.text_content())
             widget.screenshot(path=ARTIFACTS / f"browser-{name}-explorer.png")
             page.screenshot(path=ARTIFACTS / f"browser-{name}.png")
+            # every figure JupyterLab has drawn: its PNG width and the width it is shown at (CSS px)
+            result["figures"] = page.evaluate(_FIGURES)
+            lesson_figure = page.locator(".jp-NotebookPanel .jp-OutputArea-output img").first
+            lesson_figure.scroll_into_view_if_needed()
+            lesson_figure.screenshot(path=ARTIFACTS / f"browser-{name}-figure.png")
             if kernel_probe:  # as a learner would: a new cell under the explorer's, typed and run
                 page.locator(".jp-NotebookPanel .jp-Notebook .jp-Cell").nth(cells[-1]).locator(
                     ".jp-InputArea-prompt"
@@ -369,3 +384,10 @@ def test_memory_explorer_in_jupyterlab(tmp_path: Path):
         assert SENTENCE.match(after).group(1) == value, (value, after)
     assert len(redraw) == len(result["keys"]) == 3  # every key press redrew the figure and the sentence (measured)
     assert (ARTIFACTS / "browser-03_memory-explorer.png").stat().st_size > 5_000
+    # legibility (issue 14): the figures on the page, the lesson's and the explorer's, are not shrunk below 9 pt text
+    figures = result["figures"]
+    record_measurement(f"browser: lesson 03 figures shown (PNG px -> CSS px): {figures}")
+    assert len(figures) >= 2, figures  # the explorer's figure and at least one of the lesson's
+    smallest_font_px = min(f["shown"] / f["natural"] for f in figures) * MIN_FONT_PT * FIGURE_DPI / 72
+    assert smallest_font_px >= MIN_FONT_PT * 96 / 72, (smallest_font_px, figures)
+    assert (ARTIFACTS / "browser-03_memory-figure.png").stat().st_size > 5_000

@@ -181,3 +181,72 @@ def test_busy_cores_keep_the_machine_loaded(request):
     busy = [p for p in controller.children() if p.cmdline()[-1:] == [_BUSY_LOOP]]
     assert len(busy) == request.config.getoption("busy_cores")
     assert all(p.status() in (psutil.STATUS_RUNNING, psutil.STATUS_SLEEPING) for p in busy)
+
+
+# Figures a learner can read (issue 14): drawn at dpi >= 100 with fonts >= 9 pt (12.5 PNG px), and no wider than
+# JupyterLab's output area at a 1280-px window (about 1,100 CSS px), so they are shown at full size. The browser test
+# measures the shown size of the lesson 03 figures.
+MIN_FONT_PT, MIN_DPI, MAX_FIGURE_PX = 9, 100, 1100
+_FIGURE_MAKERS = {"subplots", "figure", "Figure", "subplot_mosaic"}
+_FONT_KEYWORDS = {"fontsize", "labelsize", "title_fontsize"}
+_SMALL_FONTS = {"xx-small", "x-small", "small", "smaller"}
+
+
+def _figure_problems(source: str, where: str) -> list[str]:
+    code = "\n".join(
+        line[: len(line) - len(line.lstrip())] + "pass" if line.lstrip()[:1] in ("%", "!") else line
+        for line in source.splitlines()
+    )
+    problems = []
+    for node in ast.walk(ast.parse(code)):
+        if not isinstance(node, ast.Call):
+            continue
+        name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+        keywords = {k.arg: k.value for k in node.keywords}
+        owner = getattr(node.func.value, "id", "") if isinstance(node.func, ast.Attribute) else ""
+        if name in _FIGURE_MAKERS and (owner == "plt" or (name == "Figure" and not owner)):  # new figures only
+            dpi = keywords.get("dpi")
+            if dpi is None:
+                problems.append(f"{where}:{node.lineno}: {name}(...) without dpi= (the inline default draws 72-80 dpi)")
+            elif isinstance(dpi, ast.Constant) and dpi.value < MIN_DPI:
+                problems.append(f"{where}:{node.lineno}: dpi={dpi.value} < {MIN_DPI}")
+        for key in _FONT_KEYWORDS & set(keywords):
+            value = keywords[key]
+            if isinstance(value, ast.Constant) and (
+                (isinstance(value.value, (int, float)) and value.value < MIN_FONT_PT) or value.value in _SMALL_FONTS
+            ):
+                problems.append(f"{where}:{node.lineno}: {key}={value.value!r} is below {MIN_FONT_PT} pt")
+    return problems
+
+
+def _figure_sources():
+    for path in NOTEBOOKS:
+        for i, cell in enumerate(nbformat.read(path, as_version=4).cells):
+            if cell.cell_type == "code":
+                yield cell.source, f"{path.relative_to(ROOT)} cell {i}"
+    for path in sorted((ROOT / "src" / "gradacc").rglob("*.py")):
+        yield path.read_text(encoding="utf-8"), str(path.relative_to(ROOT))
+
+
+def test_figures_are_drawn_legibly():
+    problems = [p for source, where in _figure_sources() for p in _figure_problems(source, where)]
+    assert not problems, "figures a learner cannot read:\n" + "\n".join(problems)
+    widths = []
+    for path in NOTEBOOKS:
+        for cell in nbformat.read(path, as_version=4).cells:
+            for output in cell.get("outputs", []):
+                if "image/png" in output.get("data", {}):
+                    png = base64.b64decode("".join(output["data"]["image/png"]))
+                    width = int.from_bytes(png[16:20], "big")  # the IHDR chunk: width, then height
+                    widths.append(width)
+                    assert width <= MAX_FIGURE_PX, f"{path.name} cell {cell.get('id')}: a {width}-px wide figure"
+    assert len(widths) >= 10  # the lessons' figures were found
+
+
+def test_the_figure_scan_finds_what_it_looks_for():
+    found = _figure_problems(
+        "fig, ax = plt.subplots(figsize=(6, 3))\nfig2 = plt.figure(dpi=72)\nax.legend(fontsize=7)\n"
+        "ax.tick_params(labelsize='x-small')\nfig3, ax3 = plt.subplots(dpi=100)\nax3.legend(fontsize=9)",
+        "x",
+    )
+    assert [p.split(": ", 1)[1][:12] for p in found] == ["subplots(...", "dpi=72 < 100", "fontsize=7 i", "labelsize='x"]

@@ -34,3 +34,16 @@ def test_lesson_table_and_hidden_checks_list_match_the_folders():
     assert hidden == sorted(p.stem for p in (ROOT / "solutions").glob("*.ipynb")), "one hidden file per exercise"
     sentence = re.search(r"hidden checks for every exercise \(`hidden/(\w+)\.py` to `hidden/(\w+)\.py`\)", README)
     assert sentence and (sentence.group(1), sentence.group(2)) == (hidden[0], hidden[-1]), sentence
+
+
+def test_lesson_minutes_in_the_readme_are_the_measured_reading_time():
+    from gradacc.course.notebooks import reading_minutes
+
+    table = dict(re.findall(r"^\| (\d\d) \| \[\w+\]\(lessons/[\w.-]+\) \| [^|]+ \| (\d+) \|", README, re.M))
+    assert len(table) == len(list((ROOT / "lessons").glob("*.ipynb"))), table
+    for number, minutes in table.items():
+        path = next((ROOT / "lessons").glob(f"{number}_*.ipynb"))
+        measured = reading_minutes(path)
+        assert int(minutes) == 5 * round(measured / 5), (
+            f"{path.name}: README says {minutes} min, measured {measured:.1f}"
+        )

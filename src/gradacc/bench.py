@@ -341,7 +341,7 @@ def plot_rows(rows: Sequence[dict], path: str | Path | None = None, title: str =
     """
     from matplotlib.figure import Figure
 
-    fig = Figure(figsize=(8, 3.6), layout="constrained")
+    fig = Figure(figsize=(8, 3.6), dpi=100, layout="constrained")
     mem_ax, time_ax = fig.subplots(1, 2)
     for impl in IMPLS:
         mine = sorted((r for r in rows if r["impl"] == impl), key=lambda r: r["accum_steps"])

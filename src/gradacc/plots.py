@@ -198,6 +198,6 @@ def figure_png(fig: Any, dpi: int = 100) -> bytes:
 def _new_figure(figsize: tuple[float, float] = (7.0, 3.0), right: float = 0.97) -> tuple[Any, Any]:
     from matplotlib.figure import Figure
 
-    fig = Figure(figsize=figsize)
+    fig = Figure(figsize=figsize, dpi=100)
     fig.subplots_adjust(left=0.09, right=right, bottom=0.16, top=0.95)  # fixed margins: no second layout pass
     return fig, fig.add_subplot()

@@ -112,3 +112,34 @@ class PeakCounter(TorchDispatchMode):
 
     def _free(self, key, nbytes):
         pass
+
+
+# %% 3.4 the gradient buffer counted in the backward pass at N = 1 too
+def peak_at(breakdown, accum_steps):
+    if accum_steps < 1:
+        raise ValueError(f"accum_steps must be >= 1, got {accum_steps}")
+    b = breakdown
+    backward = b["parameters"] + b["optimizer_state"] + b["activations"] / accum_steps + b["gradients"]
+    step = b["parameters"] + b["gradients"] + b["optimizer_state"] + b["step_scratch"]
+    return (backward, "backward") if backward > step else (step, "optimizer.step")
+
+
+# %% 3.4 the gradient buffer never counted in the backward pass (the SGD rise is missed)
+def peak_at(breakdown, accum_steps):
+    if accum_steps < 1:
+        raise ValueError(f"accum_steps must be >= 1, got {accum_steps}")
+    b = breakdown
+    backward = b["parameters"] + b["optimizer_state"] + b["activations"] / accum_steps
+    step = b["parameters"] + b["gradients"] + b["optimizer_state"] + b["step_scratch"]
+    return (backward, "backward") if backward > step else (step, "optimizer.step")
+
+
+# %% 3.4 N divides the whole peak, not just the activations
+def peak_at(breakdown, accum_steps):
+    if accum_steps < 1:
+        raise ValueError(f"accum_steps must be >= 1, got {accum_steps}")
+    b = breakdown
+    gradient_buffer = b["gradients"] if accum_steps >= 2 else 0.0
+    backward = (b["parameters"] + b["optimizer_state"] + b["activations"] + gradient_buffer) / accum_steps
+    step = b["parameters"] + b["gradients"] + b["optimizer_state"] + b["step_scratch"]
+    return (backward, "backward") if backward > step else (step, "optimizer.step")

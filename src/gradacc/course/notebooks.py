@@ -37,11 +37,18 @@ __all__ = [
     "run_nbval",
     "NbvalRun",
     "check_cells",
+    "PROSE_WORDS_PER_MIN",
+    "SECONDS_PER_CODE_LINE",
+    "reading_minutes",
 ]
 
 BEGIN = "### BEGIN SOLUTION"
 END = "### END SOLUTION"
 _BLOCK = re.compile(r"^([ \t]*)### BEGIN SOLUTION[^\n]*\n.*?^[ \t]*### END SOLUTION[^\n]*$", re.M | re.S)
+PROSE_WORDS_PER_MIN = 100
+"""Reading pace of a learner new to the topic who reads English as a second language (issue 19's estimate)."""
+SECONDS_PER_CODE_LINE = 10
+"""Seconds to read, run and understand one non-blank, non-comment line of code."""
 _EXECUTION_NOISE = ("execution", "collapsed", "scrolled", "ExecuteTime", "jupyter", "editable", "deletable")
 
 
@@ -373,3 +380,24 @@ def _kill_tree(pid: int) -> None:
         os.killpg(pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
+
+
+def reading_minutes(path: Path | str) -> float:
+    """A learner's minutes for one notebook: its prose words / ``PROSE_WORDS_PER_MIN`` + its code lines x
+    ``SECONDS_PER_CODE_LINE`` / 60. Prose: markdown cells except the badges and navigation; code: lines that are
+    neither blank nor comments. The README's lesson table shows it rounded to 5 minutes (a test keeps them equal).
+    """
+    nb = nbformat.read(Path(path), as_version=4)
+    words = sum(
+        len(re.findall(r"\w+", c.source))
+        for c in nb.cells
+        if c.cell_type == "markdown" and c.get("id") not in ("gradacc-badges", "gradacc-nav")
+    )
+    lines = sum(
+        1
+        for c in nb.cells
+        if c.cell_type == "code"
+        for line in c.source.splitlines()
+        if line.strip() and not line.strip().startswith("#")
+    )
+    return words / PROSE_WORDS_PER_MIN + lines * SECONDS_PER_CODE_LINE / 60

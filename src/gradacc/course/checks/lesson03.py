@@ -1,5 +1,5 @@
-"""Checks of lesson 03 (``03_memory``): activation memory of a micro-batch, the smallest N that fits a budget, and a
-live-storage counter written from scratch.
+"""Checks of lesson 03 (``03_memory``): activation memory of a micro-batch, the smallest N that fits a budget, a
+live-storage counter written from scratch, and where a step's peak sits for a given N.
 
 Each check runs the learner's code on inputs of its own (not the notebook's), compares with ``gradacc.memory``, prints
 exactly one line (``Exercise 3.1: correct`` or ``Exercise 3.1: incorrect - <what is wrong>``) and returns ``None``.
@@ -12,11 +12,18 @@ from collections.abc import Callable
 import torch
 import torch.nn.functional as F
 
-from ...memory import MIB, LiveStorageCounter, MemoryProfile, smallest_fitting_accum_steps
+from ...memory import MIB, LiveStorageCounter, MemoryProfile, predict_step, smallest_fitting_accum_steps
 from ...models import make_digits_model
 from . import close, run_check
 
-__all__ = ["check_micro_batch_activation_mib", "check_smallest_fitting_n", "check_peak_counter"]
+__all__ = [
+    "check_micro_batch_activation_mib",
+    "check_smallest_fitting_n",
+    "check_peak_counter",
+    "BREAKDOWN_KEYS",
+    "reference_peak_at",
+    "check_peak_at",
+]
 
 
 def _raises_value_error(fn: Callable, *args) -> bool:
@@ -161,3 +168,70 @@ def check_peak_counter(counter_class: type) -> None:
         return None
 
     run_check("3.3", body)
+
+
+BREAKDOWN_KEYS = ("parameters", "gradients", "optimizer_state", "activations", "step_scratch")
+"""The keys of exercise 3.4's breakdown (MiB, measured at N = 1; ``activations``: the whole effective batch's)."""
+
+
+def reference_peak_at(breakdown: dict[str, float], accum_steps: int) -> tuple[float, str]:
+    """Exercise 3.4's answer: ``(peak MiB, "backward" | "optimizer.step")`` at N = ``accum_steps``.
+
+    The peak value is ``gradacc.memory.predict_step``'s on a ``MemoryProfile`` built from the breakdown (no timeline:
+    one micro-batch's activations, ``activations / N``, are all alive at the end of its forward pass; the gradient
+    buffer is counted during the backward pass for N >= 2 only). The phase is the moment whose total is larger.
+
+    Raises:
+        ValueError: ``accum_steps < 1``.
+    """
+    if accum_steps < 1:
+        raise ValueError(f"accum_steps must be >= 1, got {accum_steps}")
+    b = breakdown
+    profile = MemoryProfile(
+        n_params=1,
+        parameter_bytes=round(b["parameters"] * MIB),
+        gradient_bytes=round(b["gradients"] * MIB),
+        optimizer_state_bytes=round(b["optimizer_state"] * MIB),
+        optimizer_step_bytes=b["step_scratch"] * MIB,
+        activation_bytes_per_sample=b["activations"] * MIB / accum_steps,  # an "effective batch" of N samples
+    )
+    peak = predict_step(profile, accum_steps, accum_steps).peak_mib
+    backward = b["parameters"] + b["optimizer_state"] + b["activations"] / accum_steps
+    backward += b["gradients"] if accum_steps >= 2 else 0.0
+    step = b["parameters"] + b["gradients"] + b["optimizer_state"] + b["step_scratch"]
+    return peak, "backward" if backward > step else "optimizer.step"
+
+
+def check_peak_at(peak_at: Callable) -> None:
+    """Exercise 3.4: ``peak_at(breakdown, accum_steps) -> (peak_mib, phase)``.
+
+    From a breakdown measured at N = 1 (``BREAKDOWN_KEYS``, MiB), the peak of one optimizer step of N micro-steps and
+    where it sits: ``"backward"`` (parameters + optimizer state + activations / N + the gradient buffer when N >= 2)
+    or ``"optimizer.step"`` (parameters + gradients + optimizer state + step scratch). Cases: Adam (flat), an
+    activation-bound step (falls with N until the optimizer step takes over) and SGD (RISES from N = 1 to 2: the
+    buffer joins the backward pass); N < 1 raises ``ValueError``.
+    """
+    cases = [
+        ({"parameters": 4, "gradients": 4, "optimizer_state": 8, "activations": 6, "step_scratch": 4}, (1, 4)),
+        ({"parameters": 4, "gradients": 4, "optimizer_state": 8, "activations": 64, "step_scratch": 4}, (1, 2, 8, 32)),
+        ({"parameters": 16, "gradients": 16, "optimizer_state": 0, "activations": 12, "step_scratch": 0}, (1, 2, 4)),
+    ]
+
+    def body() -> str | None:
+        for breakdown, ns in cases:
+            for n in ns:
+                want = reference_peak_at(breakdown, n)
+                got = peak_at(dict(breakdown), n)
+                if not (isinstance(got, tuple) and len(got) == 2):
+                    return f"peak_at(..., {n}) returned {got!r}; return a tuple (peak_mib, phase)"
+                where = f"peak_at({breakdown}, {n})"
+                problem = close(f"{where} peak", got[0], want[0], 1e-9)
+                if problem:
+                    return problem
+                if got[1] != want[1]:
+                    return f"{where} phase = {got[1]!r}, expected {want[1]!r} (compare the two moments' totals)"
+        if not _raises_value_error(peak_at, dict(cases[0][0]), 0):
+            return "peak_at(..., 0) should raise ValueError (N must be >= 1)"
+        return None
+
+    run_check("3.4", body)
