@@ -8,7 +8,13 @@ import importlib
 import sys
 
 # Modules that define ``add_cli(subparsers)``; each registers its sub-command(s) and sets ``func`` on its parser.
-SUBCOMMANDS: tuple[str, ...] = ("gradacc.course.cli", "gradacc.course.badges", "gradacc.grading.cli", "gradacc.bench")
+SUBCOMMANDS: tuple[str, ...] = (
+    "gradacc.course.cli",
+    "gradacc.course.badges",
+    "gradacc.grading.cli",
+    "gradacc.grading.export",
+    "gradacc.bench",
+)
 
 
 def build_parser() -> argparse.ArgumentParser:

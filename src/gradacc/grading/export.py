@@ -1,0 +1,284 @@
+"""Grades into the LMS: ``gradacc export`` maps the students of a gradebook (``gradacc grade``'s CSV) to the identities
+of a roster the instructor downloads from the LMS, and writes the LMS's own grade-import file.
+
+Formats (the roster is read in the same format as the file written):
+
+* ``canvas``: the roster is Canvas's gradebook export (Grades > Export: ``Student, ID, SIS User ID, SIS Login ID,
+  Section, ...``; its ``Points Possible`` row and any other columns are ignored). The file written has the same five
+  identity columns, then one column per exercise (or ``gradacc total``), and the ``Points Possible`` row second, as
+  Canvas's import (Grades > Import) expects; a column name Canvas does not know creates an assignment.
+* ``moodle``: the roster is Moodle's participants or grades export with ``First name, Last name, ID number, Email
+  address`` (``Username`` too if present). The file written has those four columns and one per grade item; in
+  Moodle's "Import grades > CSV file" map ``Email address`` to ``useremail`` and each column to its grade item.
+* ``csv``: a plain roster with a ``student`` column (and optionally ``id``, ``email``); the file written has
+  ``student, id, email``, the grade columns and ``total``.
+
+A gradebook student is matched to the roster entry whose name, login, LMS or SIS id, e-mail or e-mail's local part
+equals the student's name after normalising (lower case; runs of anything but letters and digits as one ``_``; a
+``Last, First`` name also as ``first_last``). Students of the roster without a submission get 0 and are listed;
+gradebook students the roster lacks are never dropped: they are listed, written to ``<out>.unmatched.csv`` with their
+points, and make the command exit 1 unless ``--allow-unmatched``. A name that fits two roster entries, or two names that fit one
+entry, are left out the same way (ambiguous).
+"""
+
+from __future__ import annotations
+
+import csv
+import re
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+__all__ = ["FORMATS", "RosterEntry", "ExportReport", "normalise", "read_roster", "read_gradebook", "export_grades"]
+
+FORMATS = ("canvas", "moodle", "csv")
+_CANVAS_IDENTITY = ("Student", "ID", "SIS User ID", "SIS Login ID", "Section")
+_MOODLE_IDENTITY = ("First name", "Last name", "ID number", "Email address")
+
+
+def normalise(name: str) -> str:
+    """``"  Doe, Jane "`` -> ``"doe_jane"``: lower case, runs of non-alphanumerics as one ``_``, no ``_`` at the ends."""
+    return re.sub(r"[^0-9a-z]+", "_", str(name).lower()).strip("_")
+
+
+@dataclass
+class RosterEntry:
+    """One student of the roster: ``identity`` (the format's identity columns, as read) and the match ``keys``."""
+
+    identity: dict[str, str]
+    keys: set[str] = field(default_factory=set)
+
+    @property
+    def label(self) -> str:
+        return next((v for v in self.identity.values() if v), "?")
+
+
+@dataclass
+class ExportReport:
+    """What an export did: ``written`` (roster rows in the file), ``matched`` (gradebook student -> roster label),
+    ``without_submission`` (roster labels given 0), ``unmatched`` and ``ambiguous`` (gradebook students not in the
+    file), ``columns`` (the grade columns), ``unmatched_file`` (where the unmatched rows went, or ``None``)."""
+
+    written: int
+    matched: dict[str, str]
+    without_submission: list[str]
+    unmatched: list[str]
+    ambiguous: list[str]
+    columns: list[str]
+    unmatched_file: Path | None = None
+
+
+def _keys(*values: str) -> set[str]:
+    keys = set()
+    for value in values:
+        value = (value or "").strip()
+        if not value:
+            continue
+        keys.add(normalise(value))
+        if "@" in value:
+            keys.add(normalise(value.split("@", 1)[0]))
+        if "," in value:  # "Last, First" -> "first_last" too
+            last, first = value.split(",", 1)
+            keys.add(normalise(f"{first} {last}"))
+    keys.discard("")
+    return keys
+
+
+def _read_csv(path: Path) -> tuple[list[str], list[dict[str, str]]]:
+    with open(path, newline="", encoding="utf-8-sig") as f:  # LMS exports often start with a BOM
+        reader = csv.DictReader(f)
+        return list(reader.fieldnames or []), [{k: (v or "") for k, v in row.items() if k} for row in reader]
+
+
+def read_roster(path: str | Path, fmt: str) -> list[RosterEntry]:
+    """Read an LMS roster (see the module docstring for each format's columns).
+
+    Raises:
+        ValueError: an unknown ``fmt``, or a roster without the format's identity columns (the message names the
+            missing ones and the columns found).
+    """
+    if fmt not in FORMATS:
+        raise ValueError(f"format must be one of {', '.join(FORMATS)}, got {fmt!r}")
+    columns, rows = _read_csv(Path(path))
+    needed = {"canvas": ("Student", "ID"), "moodle": ("First name", "Last name", "Email address"), "csv": ("student",)}
+    missing = [c for c in needed[fmt] if c not in columns]
+    if missing:
+        raise ValueError(
+            f"{path}: a {fmt} roster needs the columns {', '.join(needed[fmt])}; missing {', '.join(missing)} "
+            f"(found: {', '.join(columns) or 'none'})"
+        )
+    entries = []
+    for row in rows:
+        if fmt == "canvas":
+            if not row.get("Student", "").strip() or row["Student"].strip() == "Points Possible":
+                continue  # the points row of Canvas's export (and blank lines)
+            identity = {c: row.get(c, "") for c in _CANVAS_IDENTITY}
+            keys = _keys(row["Student"], row.get("ID", ""), row.get("SIS User ID", ""), row.get("SIS Login ID", ""))
+        elif fmt == "moodle":
+            if not (row.get("First name", "") + row.get("Last name", "")).strip():
+                continue
+            identity = {c: row.get(c, "") for c in _MOODLE_IDENTITY}
+            full = f"{row['First name']} {row['Last name']}"
+            keys = _keys(full, row.get("ID number", ""), row.get("Email address", ""), row.get("Username", ""))
+        else:
+            if not row.get("student", "").strip():
+                continue
+            identity = {c: row.get(c, "") for c in ("student", "id", "email")}
+            keys = _keys(row["student"], row.get("id", ""), row.get("email", ""))
+        entries.append(RosterEntry(identity, keys))
+    return entries
+
+
+def read_gradebook(path: str | Path) -> tuple[dict[str, dict[str, float]], dict[str, float]]:
+    """``gradacc grade``'s CSV as ``({student: {exercise: points}}, {exercise: max_points})``.
+
+    Every student of the file is present, also one whose only row is an unrecognized file (no exercise).
+
+    Raises:
+        ValueError: the file lacks the gradebook columns ``student, exercise, points, max_points``.
+    """
+    columns, rows = _read_csv(Path(path))
+    missing = [c for c in ("student", "exercise", "points", "max_points") if c not in columns]
+    if missing:
+        raise ValueError(f"{path} is not a gradacc gradebook: missing the columns {', '.join(missing)}")
+    points: dict[str, dict[str, float]] = {}
+    max_points: dict[str, float] = {}
+    for row in rows:
+        student, exercise = row["student"], row["exercise"].strip()
+        points.setdefault(student, {})
+        if exercise:
+            points[student][exercise] = points[student].get(exercise, 0.0) + float(row["points"] or 0)
+            max_points[exercise] = max(max_points.get(exercise, 0.0), float(row["max_points"] or 0))
+    return points, max_points
+
+
+def _num(x: float) -> str:
+    return str(int(x)) if float(x).is_integer() else f"{x:g}"
+
+
+def export_grades(
+    gradebook: str | Path,
+    roster: str | Path,
+    fmt: str,
+    out: str | Path,
+    *,
+    per: str = "exercise",
+    prefix: str = "gradacc ",
+) -> ExportReport:
+    """Write ``out`` in the LMS format ``fmt``: one row per roster student, one grade column per exercise of the
+    gradebook (``per="exercise"``, named ``prefix + NN_topic``) or one ``prefix + "total"`` column (``per="total"``).
+    Unmatched gradebook students go to ``<out>.unmatched.csv`` (student, each exercise, total).
+
+    Raises:
+        ValueError: bad ``fmt`` or ``per``, or a roster / gradebook without its columns.
+    """
+    if per not in ("exercise", "total"):
+        raise ValueError(f"per must be 'exercise' or 'total', got {per!r}")
+    entries = read_roster(roster, fmt)
+    points, max_points = read_gradebook(gradebook)
+    exercises = sorted(max_points)
+    owners: dict[str, list[int]] = {}
+    for i, entry in enumerate(entries):
+        for key in entry.keys:
+            owners.setdefault(key, []).append(i)
+    hits = {student: sorted(set(owners.get(normalise(student), []))) for student in points}
+    claims: dict[int, int] = {}
+    for found in hits.values():
+        for i in found:
+            claims[i] = claims.get(i, 0) + 1
+    matched: dict[str, int] = {}
+    unmatched, ambiguous = [], []
+    for student, found in hits.items():
+        if not found:
+            unmatched.append(student)
+        elif len(found) == 1 and claims[found[0]] == 1:
+            matched[student] = found[0]
+        else:  # several roster students fit the name, or several gradebook names fit one roster student
+            ambiguous.append(student)
+    by_entry = {i: s for s, i in matched.items()}
+
+    def grades(student: str | None) -> list[float]:
+        mine = points.get(student, {}) if student is not None else {}
+        values = [mine.get(e, 0.0) for e in exercises]
+        return values if per == "exercise" else [sum(values)]
+
+    columns = [prefix + e for e in exercises] if per == "exercise" else [prefix + "total"]
+    possible = [max_points[e] for e in exercises] if per == "exercise" else [sum(max_points.values())]
+    out = Path(out)
+    with open(out, "w", newline="", encoding="utf-8") as f:
+        writer = csv.writer(f)
+        if fmt == "canvas":
+            writer.writerow([*_CANVAS_IDENTITY, *columns])
+            writer.writerow(["Points Possible", "", "", "", "", *map(_num, possible)])
+        elif fmt == "moodle":
+            writer.writerow([*_MOODLE_IDENTITY, *columns])
+        else:
+            writer.writerow(["student", "id", "email", *columns, *([] if per == "total" else ["total"])])
+        for i, entry in enumerate(entries):
+            values = grades(by_entry.get(i))
+            extra = [] if fmt != "csv" or per == "total" else [sum(values)]
+            writer.writerow([*entry.identity.values(), *map(_num, values + extra)])
+    unmatched_file = None
+    if unmatched or ambiguous:
+        unmatched_file = out.with_name(out.name + ".unmatched.csv")
+        with open(unmatched_file, "w", newline="", encoding="utf-8") as f:
+            writer = csv.writer(f)
+            writer.writerow(["student", "reason", *exercises, "total"])
+            for student in unmatched + ambiguous:
+                values = [points[student].get(e, 0.0) for e in exercises]
+                reason = "not in the roster" if student in unmatched else "matches more than one roster student"
+                writer.writerow([student, reason, *map(_num, values), _num(sum(values))])
+    return ExportReport(
+        written=len(entries),
+        matched={s: entries[i].label for s, i in matched.items()},
+        without_submission=[e.label for i, e in enumerate(entries) if i not in by_entry],
+        unmatched=unmatched,
+        ambiguous=ambiguous,
+        columns=columns,
+        unmatched_file=unmatched_file,
+    )
+
+
+def add_cli(subparsers) -> None:
+    p = subparsers.add_parser(
+        "export",
+        help="write a gradebook's grades in an LMS's import format (Canvas, Moodle, plain CSV)",
+        description="Map the students of GRADEBOOK (gradacc grade's CSV) to the LMS roster ROSTER and write the "
+        "LMS's grade-import file. Exit code 1 when a gradebook student is not in the roster (unless "
+        "--allow-unmatched); they are listed and written to OUT.unmatched.csv.",
+    )
+    p.add_argument("gradebook", help="gradebook CSV written by gradacc grade")
+    p.add_argument("--roster", required=True, help="roster CSV downloaded from the LMS (same format as --format)")
+    p.add_argument("--format", required=True, choices=FORMATS, dest="fmt", help="LMS format of roster and output")
+    p.add_argument("--out", required=True, help="file to write")
+    p.add_argument(
+        "--per", choices=("exercise", "total"), default="exercise", help="a column per exercise or one total"
+    )
+    p.add_argument("--allow-unmatched", action="store_true", help="exit 0 even when gradebook students are unmatched")
+    p.set_defaults(func=_cmd_export)
+
+
+def _cmd_export(args) -> int:
+    try:
+        report = export_grades(args.gradebook, args.roster, args.fmt, args.out, per=args.per)
+    except (OSError, ValueError) as error:
+        print(f"gradacc export: {error}", file=sys.stderr)
+        return 2
+    print(
+        f"wrote {args.out}: {report.written} roster students, {len(report.matched)} with a submission, "
+        f"columns {', '.join(report.columns)}"
+    )
+    if report.without_submission:
+        print(f"{len(report.without_submission)} roster students without a submission got 0: "
+              + ", ".join(report.without_submission))  # fmt: skip
+    lost = report.unmatched + report.ambiguous
+    if lost:
+        reasons = [f"{s} (not in the roster)" for s in report.unmatched]
+        reasons += [f"{s} (ambiguous: fits several roster students, or shares one)" for s in report.ambiguous]
+        print(
+            f"{len(lost)} gradebook students are NOT in the file (written to {report.unmatched_file}): "
+            + ", ".join(reasons),
+            file=sys.stderr,
+        )
+        return 0 if args.allow_unmatched else 1
+    return 0
