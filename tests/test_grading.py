@@ -36,6 +36,7 @@ from gradacc.grading import (
     load_references,
     match_solutions,
     merge_submission,
+    read_journal,
     read_submission,
     same_output,
 )
@@ -722,3 +723,68 @@ def test_one_assignment_gives_one_row_per_student_by_default(corpus, tmp_path):
         [(s, "02_small", "graded") for s in ("ann", "ben", "cy")]
         + [(s, "01_small", "missing") for s in ("ann", "ben", "cy")]
     )
+
+
+@pytest.mark.notebook
+def test_a_killed_run_resumes_and_grades_only_what_has_no_row(corpus, tmp_path, capsys):
+    """A real `gradacc grade` process, killed (SIGKILL, its whole group) after its journal holds a row; `--resume`
+    keeps those rows (same seconds: not graded again) and grades the rest; every student ends with one row."""
+    import signal
+    import time
+
+    solutions, _hidden, _subs = corpus
+    subs = tmp_path / "subs"
+    solution = small_solution_02()
+    answer = {c.id: c.source for c in solution.cells if "solution" in c.metadata.get("tags", [])}
+    students = [f"s{i}" for i in range(6)]
+    hold = tmp_path / "hold"  # s1's notebook waits while this file exists: the run is killed in the middle of it
+    hold.touch()
+    waiting = {
+        k: f"import os, time\nwhile os.path.exists({str(hold)!r}):\n    time.sleep(0.2)\n{v}" for k, v in answer.items()
+    }
+    for i, student in enumerate(students):
+        exercise = generate_exercise(solution)
+        _write(
+            _answered(exercise, waiting if i == 1 else answer) if i % 2 else exercise, subs / student / "02_small.ipynb"
+        )
+    out = tmp_path / "book.csv"
+    journal = Path(str(out) + ".journal.jsonl")
+    args = ["grade", str(subs), "--reference", str(solutions), "--out", str(out), "--exercise", "02_small",
+            "--quiet", "--workers", "1", "--seed", "99"]  # fmt: skip
+    run = subprocess.Popen(
+        [sys.executable, "-m", "gradacc.cli", *args],
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        deadline = time.monotonic() + 240
+        while not (journal.exists() and len(journal.read_text().splitlines()) >= 2):  # the seed and one row
+            assert run.poll() is None and time.monotonic() < deadline, "the run ended or stalled before its first row"
+            time.sleep(0.2)
+        family = psutil.Process(run.pid).children(recursive=True)  # its nbval runner and that runner's kernel
+    finally:
+        os.killpg(run.pid, signal.SIGKILL)  # the grader's own group: its runners have sessions of their own
+        run.wait()
+    assert family, "the run was killed between two notebooks"
+    _, alive = psutil.wait_procs(family, timeout=30)  # s1's runner and kernel, waiting on `hold`
+    assert alive == [], f"a killed grader left {alive} running"  # PR_SET_PDEATHSIG, then ipykernel's parent poller
+    hold.unlink()
+    assert not out.exists()  # killed before it could write the gradebook
+    seed, before = read_journal(journal)
+    assert seed == 99 and [r.student for r in before] == ["s0"]
+    assert main([*args[:-2], "--seed", "7", "--resume"]) == 2  # another seed would mix two sets of hidden inputs
+    assert "was graded with seed 99, not --seed 7" in capsys.readouterr().err
+    assert main([*args, "--resume"]) == 0
+    printed = capsys.readouterr()
+    assert f"resuming: {len(before)} notebooks already graded in {journal}, {len(students) - len(before)} to grade" in (
+        printed.err
+    )
+    with out.open() as f:
+        rows = {r["student"]: r for r in csv.DictReader(f)}
+    assert sorted(rows) == students and all(r["status"] == "graded" for r in rows.values())
+    assert [rows[s]["points"] for s in students] == ["0", "1"] * 3
+    for kept in before:  # the journal's rows, not graded again
+        assert float(rows[kept.student]["seconds"]) == pytest.approx(kept.seconds, abs=0.051)
+    _, after = read_journal(journal)
+    assert sorted(r.student for r in after) == students  # the journal now holds every row once

@@ -29,7 +29,7 @@ command line (``tests/test_layout.py``).
 from .discover import discover, load_hidden, load_references, read_submission
 from .gradebook import STATUSES, Gradebook, GradingError, Reference, Row, Settings
 from .merge import match_solutions, merge_submission
-from .score import bench_grading, grade, same_output
+from .score import bench_grading, grade, read_journal, same_output
 
 __all__ = [
     "STATUSES",
@@ -46,5 +46,6 @@ __all__ = [
     "same_output",
     "discover",
     "grade",
+    "read_journal",
     "bench_grading",
 ]

@@ -55,6 +55,8 @@ def _cmd_grade(args: argparse.Namespace) -> int:
             all_exercises=args.all_exercises,
             settings=_settings_from(args),
             progress=not args.quiet,
+            journal=Path(args.out + ".journal.jsonl"),
+            resume=args.resume,
         )
         book.write_csv(Path(args.out))
         if args.feedback:
@@ -66,7 +68,13 @@ def _cmd_grade(args: argparse.Namespace) -> int:
     for r in book.rows:
         counts[r.status] = counts.get(r.status, 0) + 1
     summary = ", ".join(f"{v} {k}" for k, v in sorted(counts.items()))
-    print(f"wrote {args.out}: {len(book.rows)} rows ({summary}) in {book.wall_s:.1f} s; hidden-check seed {book.seed}")
+    import resource
+
+    rss_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux reports KiB
+    print(
+        f"wrote {args.out}: {len(book.rows)} rows ({summary}) in {book.wall_s:.1f} s; hidden-check seed {book.seed}; "
+        f"grader peak RSS {rss_mib:.0f} MiB (each notebook runs in its own limited process)"
+    )
     if args.feedback:
         print(f"wrote feedback for {len({r.student for r in book.rows})} students to {args.feedback}")
     return 1 if counts.get("grader-error") else 0
@@ -114,6 +122,12 @@ def add_cli(subparsers) -> None:
         help="grade every reference exercise (default: those at least one submission hands in)",
     )
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument(
+        "--resume",
+        action="store_true",
+        help="keep the rows of OUT.journal.jsonl (written as each notebook is graded) and grade only the notebooks "
+        "without one, with the journal's seed: restart a killed run",
+    )
     _limits(p)
     p.set_defaults(func=_cmd_grade)
     b = subparsers.add_parser("grade-bench", help="time grading N generated submissions of one exercise (prints JSON)")

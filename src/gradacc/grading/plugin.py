@@ -8,6 +8,9 @@ starts. In that process, before the kernel exists, it:
   counts anonymous ``mmap`` in it since 4.7, so numpy and torch allocations fail with ``MemoryError`` /
   ``RuntimeError: ... can't allocate memory`` instead of swapping the machine), ``RLIMIT_FSIZE`` (largest file the
   kernel may write) and ``RLIMIT_CORE = 0``;
+* dies with the grader: ``PR_SET_PDEATHSIG`` (Linux) sends this process SIGKILL when the grader that started it dies
+  (a killed ``gradacc grade``, later resumed with ``--resume``), and its kernel, whose parent this process is, then
+  exits by itself (ipykernel polls its parent); nothing of a killed run keeps running;
 * sends the kernel's own stdout/stderr file descriptors to ``/dev/null`` (nbval already does it for stderr), so a
   kernel writing straight to fd 1 cannot flood the grader's pipe;
 * counts the bytes of every IOPub output message (stream text, display data, errors) as it arrives, also while nbval
@@ -29,6 +32,7 @@ import collections
 import json
 import os
 import resource
+import sys
 import time
 from pathlib import Path
 from queue import Empty
@@ -182,11 +186,24 @@ def _summarize(outputs: list) -> dict:
     return {"stdout": "".join(stdout)[:cap], "stderr": "".join(stderr)[:cap], "error": error}
 
 
+def _die_with_the_grader(grader_pid: int | None) -> None:
+    if grader_pid is None or not sys.platform.startswith("linux"):
+        return
+    import ctypes
+    import signal
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG = 1 (linux/prctl.h)
+    if os.getppid() != grader_pid:  # the grader died before the line above: nobody will send the signal
+        os._exit(1)
+
+
 def pytest_configure(config) -> None:
     raw = os.environ.pop(ENV, None)
     if raw is None:
         return
     _settings.update(json.loads(raw))
+    _die_with_the_grader(_settings.get("grader_pid"))
     if _settings.get("memory_bytes"):
         resource.setrlimit(resource.RLIMIT_DATA, (_settings["memory_bytes"], _settings["memory_bytes"]))
     resource.setrlimit(resource.RLIMIT_FSIZE, (_settings["file_bytes"], _settings["file_bytes"]))

@@ -35,6 +35,7 @@ def _run_merged(nb, name: str, settings: Settings) -> tuple[NbvalRun, dict]:
             "file_bytes": settings.file_mib * 2**20,
             "output_bytes": settings.max_output_kib * 2**10,
             "text_bytes": 4096,
+            "grader_pid": os.getpid(),
         }
         env = {
             ENV: json.dumps(plugin),

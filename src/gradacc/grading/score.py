@@ -6,6 +6,8 @@ the reference printed (numbers within one unit of the last digit); ``grade`` run
 from __future__ import annotations
 
 import copy
+import dataclasses
+import json
 import os
 import re
 import secrets
@@ -20,13 +22,14 @@ import nbformat
 
 from ..course.notebooks import NbvalRun
 from .discover import Found, discover, load_references, read_submission
-from .gradebook import Gradebook, Reference, Row, Settings, _code, _md, _num, _short
+from .gradebook import Gradebook, GradingError, Reference, Row, Settings, _code, _md, _num, _short
 from .merge import _flags, identify, match_solutions, merge_submission
 from .run import _calibrate, _run_merged
 
 __all__ = [
     "same_output",
     "grade",
+    "read_journal",
     "bench_grading",
 ]
 
@@ -197,6 +200,27 @@ def _grade_one(
     return row
 
 
+# ---------------------------------------------------------------------------------------------------------- journal
+def read_journal(path: Path) -> tuple[int | None, list[Row]]:
+    """``(seed, rows)`` from a grading journal (``grade(..., journal=path)``): JSON lines, a header ``{"seed": S}``
+    and then one ``Row`` per graded notebook, appended and flushed as each one finished. A last line cut short by a
+    kill is ignored (that notebook is graded again). ``(None, [])`` when the file does not exist."""
+    if not path.exists():
+        return None, []
+    seed, rows = None, []
+    fields = {f.name for f in dataclasses.fields(Row)}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            continue  # the line being written when the run was killed
+        if "seed" in record and "student" not in record:
+            seed = int(record["seed"])
+        elif set(record) <= fields:
+            rows.append(Row(**record))
+    return seed, rows
+
+
 # ------------------------------------------------------------------------------------------------------------ grade
 def grade(
     submissions: Path,
@@ -208,6 +232,8 @@ def grade(
     settings: Settings | None = None,
     progress: bool = True,
     log: Callable[[str], None] | None = None,
+    journal: Path | None = None,
+    resume: bool = False,
 ) -> Gradebook:
     """Grade every submission in ``submissions`` against the reference notebooks; see the module docstring.
 
@@ -216,7 +242,11 @@ def grade(
 
     Returns a ``Gradebook`` with one row per (student, exercise) for each student found and each exercise graded
     (``missing`` when that student sent no file for it), plus one row per unrecognized file. Raises ``GradingError`` when grading cannot start (bad folders, a
-    reference that fails its own checks, unstable hidden checks).
+    reference that fails its own checks, unstable hidden checks, a ``resume`` whose journal has another seed).
+
+    ``journal``: a JSON-lines file that gets each graded notebook's row as soon as it is done (see ``read_journal``).
+    With ``resume``, the rows already in it are kept (same student, exercise and file) and only the other notebooks
+    are graded, with the journal's hidden-check seed; without, the journal starts empty.
     """
     settings = settings or Settings()
     log = log or (lambda msg: print(msg, file=sys.stderr))
@@ -232,6 +262,16 @@ def grade(
         selected = {n: r for n, r in refs.items() if n in handed_in}
         log(f"grading the exercises handed in: {', '.join(selected) or 'none'} (--all grades every exercise)")
     seed = settings.seed if settings.seed is not None else secrets.randbelow(2**31)
+    done: dict[tuple[str, str, str], Row] = {}
+    if journal is not None and resume:
+        journal_seed, journal_rows = read_journal(journal)
+        if journal_seed is not None and settings.seed is not None and journal_seed != settings.seed:
+            raise GradingError(
+                f"{journal} was graded with seed {journal_seed}, not --seed {settings.seed}: resume with "
+                f"--seed {journal_seed}, or grade again without --resume"
+            )
+        seed = journal_seed if journal_seed is not None else seed
+        done = {(r.student, r.exercise, r.file): r for r in journal_rows}
 
     rows: list[Row] = []
     jobs: list[tuple[str, Path, Reference]] = []
@@ -277,6 +317,25 @@ def grade(
                     )
                 )
 
+    if done:
+        kept = [(s, p, ref) for s, p, ref in jobs if (s, ref.name, str(p)) in done]
+        rows += [done[(s, ref.name, str(p))] for s, p, ref in kept]
+        jobs = [(s, p, ref) for s, p, ref in jobs if (s, ref.name, str(p)) not in done]
+        log(f"resuming: {len(kept)} notebooks already graded in {journal}, {len(jobs)} to grade (seed {seed})")
+    sink = None
+    if journal is not None:
+        sink = open(journal, "a" if resume else "w", encoding="utf-8")  # noqa: SIM115 - closed in the finally below
+        if not done:
+            sink.write(json.dumps({"seed": seed}) + "\n")
+            sink.flush()
+    try:
+        return _grade_jobs(rows, jobs, selected, refs, seed, settings, progress, log, sink, start)
+    finally:
+        if sink is not None:
+            sink.close()
+
+
+def _grade_jobs(rows, jobs, selected, refs, seed, settings, progress, log, sink, start) -> Gradebook:
     needed = sorted({ref.name for _, _, ref in jobs})
     for name in selected:
         if not selected[name].hidden:
@@ -305,6 +364,9 @@ def grade(
             student, path, ref = futures[future]
             try:
                 rows.append(future.result())
+                if sink is not None:
+                    sink.write(json.dumps(dataclasses.asdict(rows[-1])) + "\n")
+                    sink.flush()
             except Exception as exc:  # a grader bug must cost one row, not the gradebook
                 errors += 1
                 rows.append(
