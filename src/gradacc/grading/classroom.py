@@ -1,0 +1,173 @@
+"""GitHub Classroom autograding: ``gradacc classroom init`` writes the workflow of an assignment's template repository,
+and ``gradacc classroom points`` is the command each of its grading steps runs.
+
+What runs where (the choice, and its trade-off):
+
+* **On every student push (GitHub Actions, in the student's repository)**: the workflow clones the public course
+  repository at a pinned ref, installs it, grades the student's notebook with ``gradacc grade --no-hidden`` against
+  the course's ``solutions/`` (one notebook run for all checks), and then one ``autograding-command-grader`` step per
+  check asks ``gradacc classroom points`` whether that check earned its points: the step's ``max-score`` is the
+  check's points. Students get feedback within minutes, per check, in GitHub Classroom.
+* **For the grades that count (the instructor's machine)**: ``gradacc grade`` with the hidden checks, on the
+  collected repositories. The hidden checks never enter a student's repository, a workflow or a secret: a student
+  who edits the workflow (they can: it is their repository) can change the feedback score and nothing else.
+
+The alternative, hidden checks fetched from a private repository with a token secret, gives tamper-resistant
+scores on every push, but any student can edit the workflow to print the secret's repository, hidden checks
+included. Visible-check feedback is what the course's checks already show in the notebook, so it gives nothing
+away.
+"""
+
+from __future__ import annotations
+
+import csv
+import re
+import sys
+from pathlib import Path
+
+from .discover import load_references
+from .gradebook import GradingError
+
+__all__ = ["COURSE_REPOSITORY", "classroom_workflow", "check_points", "add_cli"]
+
+COURSE_REPOSITORY = "https://github.com/gradacc-course/gradient-accumulation"
+"""The public course repository the workflow clones (``solutions/`` is the reference; it holds no hidden checks)."""
+
+_GRADEBOOK = ".autograding/gradebook.csv"
+
+
+def _step_id(check: str) -> str:
+    return "check-" + re.sub(r"[^0-9a-z]+", "-", check.lower()).strip("-")
+
+
+def classroom_workflow(
+    exercise: str, reference: Path, *, repository: str = COURSE_REPOSITORY, ref: str = "main", timeout_min: int = 10
+) -> str:
+    """The text of ``.github/workflows/classroom.yml`` for one exercise (YAML).
+
+    Args:
+        exercise: ``NN_topic``; the student's repository holds ``NN_topic.ipynb`` at its root.
+        reference: the solutions folder (or one solution notebook) whose checks and points the steps get.
+        repository, ref: the public course repository the workflow clones, and the branch or tag (pin a tag for a
+            term: the solutions and the package then stay what the class started with).
+        timeout_min: minutes each step may take (the grading step gets twice that).
+
+    Raises:
+        GradingError: ``exercise`` is not among the reference's exercises, or the reference is unreadable.
+    """
+    refs = load_references(reference, None, [exercise])
+    checks = [(str(c["check"]), c["points"]) for c in refs[exercise].checks]
+    lines = [
+        f"# GitHub Classroom autograding of {exercise}.ipynb, written by `gradacc classroom init`.",
+        "# Feedback on every push from the course's visible checks; the grades that count come from the",
+        "# instructor's `gradacc grade` with the hidden checks, which never enter this repository.",
+        "name: Autograding",
+        "on:",
+        "  - push",
+        "  - workflow_dispatch",
+        "permissions:",
+        "  checks: write",
+        "  actions: read",
+        "  contents: read",
+        "env:",
+        "  COURSE: .course",
+        f"  EXERCISE: {exercise}",
+        "jobs:",
+        "  autograding:",
+        "    runs-on: ubuntu-latest",
+        "    if: github.actor != 'github-classroom[bot]'",
+        "    steps:",
+        "      - uses: actions/checkout@v4",
+        "      - uses: actions/setup-python@v5",
+        "        with:",
+        "          python-version: '3.11'",
+        "      - name: Install the course",
+        "        run: |",
+        f'          git clone --depth 1 --branch {ref} {repository} "$COURSE"',
+        '          python -m pip install --quiet "$COURSE[libs]" nbval',
+        "      - name: Grade the notebook (visible checks)",
+        f"        timeout-minutes: {2 * timeout_min}",
+        "        run: |",
+        "          mkdir -p .autograding/submission/you",
+        '          cp "$EXERCISE.ipynb" .autograding/submission/you/',
+        '          gradacc grade .autograding/submission --reference "$COURSE/solutions" --no-hidden \\',
+        f'            --exercise "$EXERCISE" --out {_GRADEBOOK} --quiet --workers 1 || true',
+    ]
+    for check, points in checks:
+        lines += [
+            f"      - name: Exercise {check}",
+            f"        id: {_step_id(check)}",
+            "        uses: classroom-resources/autograding-command-grader@v1",
+            "        with:",
+            f"          test-name: Exercise {check}",
+            f"          command: gradacc classroom points {_GRADEBOOK} {check} {points}",
+            f"          timeout: {timeout_min}",
+            f"          max-score: {points}",
+        ]
+    ids = [_step_id(c) for c, _ in checks]
+    lines += [
+        "      - name: Autograding Reporter",
+        "        uses: classroom-resources/autograding-grading-reporter@v1",
+        "        env:",
+        *[f'          {i.upper()}_RESULTS: "${{{{steps.{i}.outputs.result}}}}"' for i in ids],
+        "        with:",
+        f"          runners: {','.join(ids)}",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def check_points(gradebook: Path | str, check: str) -> tuple[float, str]:
+    """``(points earned, message)`` of ``check`` in a one-student gradebook (``gradacc grade``'s CSV).
+
+    Raises:
+        ValueError: no gradebook row carries that check (a wrong check name, or the grading step failed).
+    """
+    with open(gradebook, newline="", encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    column = f"check {check}"
+    for row in rows:
+        if row.get(column, "") != "":
+            return float(row[column]), row.get("message", "")
+    raise ValueError(f"{gradebook} has no result for check {check} (columns: {', '.join(rows[0]) if rows else 'none'})")
+
+
+def add_cli(subparsers) -> None:
+    p = subparsers.add_parser("classroom", help="GitHub Classroom autograding: write the workflow, score one check")
+    sub = p.add_subparsers(dest="classroom_command", required=True)
+    init = sub.add_parser("init", help="write .github/workflows/classroom.yml for one exercise's template repository")
+    init.add_argument("exercise", help="NN_topic (the template repository holds NN_topic.ipynb at its root)")
+    init.add_argument("--reference", default="solutions", help="solutions folder (default solutions)")
+    init.add_argument("--repo-dir", default=".", help="the template repository (default: here)")
+    init.add_argument("--course-ref", default="main", help="branch or tag of the course repository to grade with")
+    init.set_defaults(func=_cmd_init)
+    points = sub.add_parser("points", help="exit 0 when CHECK earned its POINTS in GRADEBOOK (a grading step)")
+    points.add_argument("gradebook")
+    points.add_argument("check", help="X.Y")
+    points.add_argument("points", type=float, help="the check's points (the step's max-score)")
+    points.set_defaults(func=_cmd_points)
+
+
+def _cmd_init(args) -> int:
+    try:
+        text = classroom_workflow(args.exercise, Path(args.reference), ref=args.course_ref)
+    except (OSError, ValueError, GradingError) as error:
+        print(f"gradacc classroom init: {error}", file=sys.stderr)
+        return 2
+    path = Path(args.repo_dir) / ".github" / "workflows" / "classroom.yml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    print(f"wrote {path}: {text.count('autograding-command-grader')} graded checks of {args.exercise}")
+    return 0
+
+
+def _cmd_points(args) -> int:
+    try:
+        got, message = check_points(args.gradebook, args.check)
+    except (OSError, ValueError) as error:
+        print(f"Exercise {args.check}: not graded - {error}")
+        return 1
+    if got >= args.points:
+        print(f"Exercise {args.check}: correct ({got:g} points)")
+        return 0
+    print(f"Exercise {args.check}: {got:g} of {args.points:g} points - {message or 'see its check cell'}")
+    return 1
