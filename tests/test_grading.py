@@ -758,10 +758,14 @@ def test_a_killed_run_resumes_and_grades_only_what_has_no_row(corpus, tmp_path, 
         stderr=subprocess.PIPE,
     )
     try:
-        deadline = time.monotonic() + 240
-        while not (journal.exists() and len(journal.read_text().splitlines()) >= 2):  # the seed and one row
-            assert run.poll() is None and time.monotonic() < deadline, "the run ended or stalled before its first row"
+        for _poll in range(1200):  # up to about 4 minutes
+            if journal.exists() and len(journal.read_text().splitlines()) >= 2:  # the seed and one row
+                break
+            if run.poll() is not None:
+                pytest.fail(f"the run ended before its first row: {run.stderr.read()[-2000:]}")
             time.sleep(0.2)
+        else:
+            pytest.fail("no row in the journal after 1200 polls")
         family = psutil.Process(run.pid).children(recursive=True)  # its nbval runner and that runner's kernel
     finally:
         os.killpg(run.pid, signal.SIGKILL)  # the grader's own group: its runners have sessions of their own
@@ -784,7 +788,6 @@ def test_a_killed_run_resumes_and_grades_only_what_has_no_row(corpus, tmp_path, 
         rows = {r["student"]: r for r in csv.DictReader(f)}
     assert sorted(rows) == students and all(r["status"] == "graded" for r in rows.values())
     assert [rows[s]["points"] for s in students] == ["0", "1"] * 3
-    for kept in before:  # the journal's rows, not graded again
-        assert float(rows[kept.student]["seconds"]) == pytest.approx(kept.seconds, abs=0.051)
     _, after = read_journal(journal)
-    assert sorted(r.student for r in after) == students  # the journal now holds every row once
+    assert sorted(r.student for r in after) == students  # every row once: s0, kept from the killed run, not regraded
+    assert after[0] == before[0]

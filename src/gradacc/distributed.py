@@ -40,6 +40,7 @@ from torch import nn
 from .accumulation import Batch, LossFn, count_items, sum_cross_entropy
 from .data import check_accum_steps, load_digits_tensors
 from .launch import WorkerError, _worker_env, accelerate_launch_command, free_port, run_processes, torchrun_command
+from .tokens import TOKEN_LABEL_COUNTS, token_vocab_size, token_windows  # re-exported: lesson 07 and its worker
 
 __all__ = [
     "SINGLE_PROCESS_TIMEOUT_S",
@@ -239,85 +240,6 @@ def accumulate_window(
     total = torch.tensor([loss_sum], dtype=torch.float64, device=device)
     dist.all_reduce(total)
     return {"local_items": local_items, "global_items": global_items, "loss": float(total.item()) / global_items}
-
-
-TOKEN_LABEL_COUNTS: tuple[tuple[tuple[int, ...], ...], ...] = (((2,), (1, 2)), ((4, 3), (8,)))
-"""Label tokens per sequence, per micro-batch, per rank, for the token-weighting demo: rank 0 holds 2 micro-batches
-with 2 and 1 + 2 = 3 tokens (5 in its window), rank 1 holds 4 + 3 = 7 and 8 (15 in its window); 20 in all."""
-
-
-# Docstrings that read the same in Python 3.10-3.13 (bisect.bisect_left and functools.reduce changed in 3.12/3.13:
-# lesson 07's stored numbers then differed on Colab's Python 3.12; the Colab replica test runs it there).
-_TOKEN_SOURCES = (
-    "textwrap.dedent",
-    "json.dumps",
-    "heapq.heappush",
-    "heapq.heappop",
-    "string.capwords",
-    "shutil.copyfile",
-    "textwrap.wrap",
-)
-
-
-def _token_texts() -> list[str]:
-    import importlib
-    import inspect
-
-    texts = []
-    for name in _TOKEN_SOURCES:
-        module, attr = name.rsplit(".", 1)
-        texts.append(inspect.getdoc(getattr(importlib.import_module(module), attr)) or "")
-    return texts
-
-
-def _token_vocab() -> dict[str, int]:
-    from .data import build_vocab
-
-    return build_vocab(_token_texts(), max_size=200)
-
-
-def token_vocab_size() -> int:
-    """Size of the vocabulary of ``token_windows`` (ids 0 and 1 are ``<pad>`` and ``<unk>``)."""
-    return len(_token_vocab())
-
-
-def token_windows(label_counts: Sequence[Sequence[Sequence[int]]] = TOKEN_LABEL_COUNTS) -> list[list[Any]]:
-    """Next-token micro-batches of real text with chosen numbers of label tokens, one accumulation window per rank.
-
-    Sequence ``j`` overall (counting through ranks, micro-batches and sequences) is the first ``count + 1`` word
-    tokens of the docstring of one of a fixed list of standard-library functions (``textwrap.dedent``, ``json.dumps``,
-    ...), so it has exactly ``count`` labels; sequences of one micro-batch are right-padded (``IGNORE_INDEX`` labels).
-
-    Args:
-        label_counts: ``label_counts[rank][micro_batch]`` lists the label tokens of each sequence (each >= 1).
-
-    Returns:
-        ``windows[rank][micro_batch] = (input_ids, labels)``, both ``[B, T]`` int64 (``gradacc.data.pad_batch``).
-
-    Raises:
-        ValueError: a count < 1, an empty micro-batch, or a count longer than the docstring allows.
-    """
-    from .data import encode, pad_batch, tokenize
-
-    texts = _token_texts()
-    vocab = _token_vocab()
-    windows: list[list[Any]] = []
-    j = 0
-    for rank, micro_batches in enumerate(label_counts):
-        window = []
-        for m, counts in enumerate(micro_batches):
-            if not counts or any(c < 1 for c in counts):
-                raise ValueError(f"rank {rank}, micro-batch {m}: label counts must be >= 1 each, got {list(counts)}")
-            sequences = []
-            for count in counts:
-                text = texts[j % len(texts)]
-                if count + 1 > len(tokenize(text)):
-                    raise ValueError(f"a sequence of {count} labels needs {count + 1} tokens; the text has fewer")
-                sequences.append(encode(text, vocab, max_len=count + 1))
-                j += 1
-            window.append(pad_batch(sequences))
-        windows.append(window)
-    return windows
 
 
 def _load_result(path: Path) -> dict[str, Any]:
