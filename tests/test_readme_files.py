@@ -47,3 +47,17 @@ def test_lesson_minutes_in_the_readme_are_the_measured_reading_time():
         assert int(minutes) == 5 * round(measured / 5), (
             f"{path.name}: README says {minutes} min, measured {measured:.1f}"
         )
+
+
+def test_every_lesson_ends_with_three_things_you_can_now_do():
+    import nbformat
+
+    for path in sorted((ROOT / "lessons").glob("*.ipynb")):
+        markdown = [c.source for c in nbformat.read(path, as_version=4).cells if c.cell_type == "markdown"]
+        where = [i for i, text in enumerate(markdown) if text.startswith("## You can now")]
+        summary = [i for i, text in enumerate(markdown) if "## Summary" in text]
+        assert len(where) == 1 and summary and where[0] < summary[0], (
+            f"{path.name}: one 'You can now' before the summary"
+        )
+        bullets = [line for line in markdown[where[0]].splitlines() if line.startswith("- ")]
+        assert len(bullets) == 3, f"{path.name}: {bullets}"
