@@ -61,3 +61,33 @@ def test_every_lesson_ends_with_three_things_you_can_now_do():
         )
         bullets = [line for line in markdown[where[0]].splitlines() if line.startswith("- ")]
         assert len(bullets) == 3, f"{path.name}: {bullets}"
+
+
+GLOSSARY = {  # lesson 01, "Words used in this course"
+    "micro-batch": r"micro-batch",
+    "micro-step": r"micro-step",
+    "accumulation steps": r"accumulation steps",
+    "window": r"\bwindows?\b",
+    "optimizer step": r"optimizer steps?\b",
+    "effective batch size": r"effective batch",
+    "items": r"\bitems\b",
+}
+
+
+def test_every_glossary_term_is_defined_at_its_first_use():
+    """Reading the lessons' prose in order (00, 01, ...), each term's first appearance is its bold definition."""
+    import nbformat
+
+    prose = "\n".join(
+        c.source
+        for path in sorted((ROOT / "lessons").glob("*.ipynb"))
+        for c in nbformat.read(path, as_version=4).cells
+        if c.cell_type == "markdown" and c.get("id") not in ("gradacc-badges", "gradacc-nav")
+    )
+    for term, pattern in GLOSSARY.items():
+        first = re.search(pattern, prose, re.I)
+        assert first, term
+        before = prose[max(0, first.start() - 60) : first.end() + 20]
+        assert prose[first.start() - 2 : first.start()] == "**", (
+            f"{term!r} is used before its definition: ...{before}..."
+        )
