@@ -124,13 +124,20 @@ def _time_names(node: ast.AST) -> list[str]:
     return found
 
 
+def _parse(source: str) -> ast.AST:
+    """A notebook cell or a file as Python: IPython's %magic and !shell lines become `pass`, at their indentation."""
+    return ast.parse(
+        "\n".join(
+            line[: len(line) - len(line.lstrip())] + "pass" if line.lstrip()[:1] in ("%", "!") else line
+            for line in source.splitlines()
+        )
+    )
+
+
 def _wall_clock_asserts(source: str, where: str) -> list[str]:
     """Each ``assert`` whose test compares (<, <=, >, >=, ==, !=) something that looks like a measured time."""
-    lines = source.splitlines()  # IPython's %magic and !shell lines become `pass`, at their indentation
-    code = "\n".join(line[: len(line) - len(line.lstrip())] + "pass" if line.lstrip()[:1] in ("%", "!") else line
-                     for line in lines)  # fmt: skip
     problems = []
-    for node in ast.walk(ast.parse(code)):
+    for node in ast.walk(_parse(source)):
         if not isinstance(node, ast.Assert):
             continue
         for compare in (c for c in ast.walk(node.test) if isinstance(c, ast.Compare)):
@@ -140,21 +147,23 @@ def _wall_clock_asserts(source: str, where: str) -> list[str]:
     return problems
 
 
-def _checked_sources():
+def _course_sources(*, hidden_and_tests: bool):
+    """``(source, where)`` of every notebook code cell, then (optionally) hidden checks and tests, then the package."""
     for path in NOTEBOOKS:
         for i, cell in enumerate(nbformat.read(path, as_version=4).cells):
             if cell.cell_type == "code":
                 yield cell.source, f"{path.relative_to(ROOT)} cell {i}"
-    for path in sorted((ROOT / "hidden").glob("*.py")) + sorted((ROOT / "tests").glob("*.py")):
-        yield path.read_text(encoding="utf-8"), str(path.relative_to(ROOT))
-    for path in sorted((ROOT / "src" / "gradacc").rglob("*.py")):
+    files = sorted((ROOT / "hidden").glob("*.py")) + sorted((ROOT / "tests").glob("*.py")) if hidden_and_tests else []
+    for path in files + sorted((ROOT / "src" / "gradacc").rglob("*.py")):
         yield path.read_text(encoding="utf-8"), str(path.relative_to(ROOT))
 
 
 def test_no_assert_involves_a_measured_time():
     """Times are printed (and compared as ratios in `gradacc bench`), never asserted: on a busy machine any time
     limit fails a correct run. Notebooks, hidden checks, tests and the package are scanned."""
-    problems = [p for source, where in _checked_sources() for p in _wall_clock_asserts(source, where)]
+    problems = [
+        p for source, where in _course_sources(hidden_and_tests=True) for p in _wall_clock_asserts(source, where)
+    ]
     assert problems == [], "\n".join(problems)
 
 
@@ -193,12 +202,8 @@ _SMALL_FONTS = {"xx-small", "x-small", "small", "smaller"}
 
 
 def _figure_problems(source: str, where: str) -> list[str]:
-    code = "\n".join(
-        line[: len(line) - len(line.lstrip())] + "pass" if line.lstrip()[:1] in ("%", "!") else line
-        for line in source.splitlines()
-    )
     problems = []
-    for node in ast.walk(ast.parse(code)):
+    for node in ast.walk(_parse(source)):
         if not isinstance(node, ast.Call):
             continue
         name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
@@ -219,17 +224,8 @@ def _figure_problems(source: str, where: str) -> list[str]:
     return problems
 
 
-def _figure_sources():
-    for path in NOTEBOOKS:
-        for i, cell in enumerate(nbformat.read(path, as_version=4).cells):
-            if cell.cell_type == "code":
-                yield cell.source, f"{path.relative_to(ROOT)} cell {i}"
-    for path in sorted((ROOT / "src" / "gradacc").rglob("*.py")):
-        yield path.read_text(encoding="utf-8"), str(path.relative_to(ROOT))
-
-
 def test_figures_are_drawn_legibly():
-    problems = [p for source, where in _figure_sources() for p in _figure_problems(source, where)]
+    problems = [p for source, where in _course_sources(hidden_and_tests=False) for p in _figure_problems(source, where)]
     assert not problems, "figures a learner cannot read:\n" + "\n".join(problems)
     widths = []
     for path in NOTEBOOKS:
