@@ -29,6 +29,8 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .gradebook import _num
+
 __all__ = ["FORMATS", "RosterEntry", "ExportReport", "normalise", "read_roster", "read_gradebook", "export_grades"]
 
 FORMATS = ("canvas", "moodle", "csv")
@@ -150,10 +152,6 @@ def read_gradebook(path: str | Path) -> tuple[dict[str, dict[str, float]], dict[
             points[student][exercise] = points[student].get(exercise, 0.0) + float(row["points"] or 0)
             max_points[exercise] = max(max_points.get(exercise, 0.0), float(row["max_points"] or 0))
     return points, max_points
-
-
-def _num(x: float) -> str:
-    return str(int(x)) if float(x).is_integer() else f"{x:g}"
 
 
 def export_grades(
