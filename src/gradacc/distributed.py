@@ -39,7 +39,15 @@ from torch import nn
 
 from .accumulation import Batch, LossFn, count_items, sum_cross_entropy
 from .data import check_accum_steps, load_digits_tensors
-from .launch import WorkerError, _worker_env, accelerate_launch_command, free_port, run_processes, torchrun_command
+from .launch import (
+    WorkerError,
+    _worker_env,
+    accelerate_launch_command,
+    free_port,
+    run_processes,
+    run_torchrun_json,
+    torchrun_command,
+)
 from .tokens import TOKEN_LABEL_COUNTS, token_vocab_size, token_windows  # re-exported: lesson 07 and its worker
 
 __all__ = [
@@ -332,19 +340,14 @@ def run_checkpoint_lesson(
     check_accum_steps(accum_steps)
     if micro_batch_size < 1:
         raise ValueError(f"micro_batch_size must be >= 1, got {micro_batch_size}")
-    with tempfile.TemporaryDirectory(prefix="gradacc-ckpt-") as tmp:
-        out = Path(tmp) / "result.json"
-        args = [f"--out={out}", f"--accum-steps={accum_steps}", f"--micro-batch-size={micro_batch_size}"]
-        cmd = torchrun_command("gradacc.workers.ddp_checkpoint", args, nproc_per_node=2, port=free_port())
-        start = time.perf_counter()
-        run_processes(
-            cmd, timeout=timeout, env=_worker_env(2), what="torchrun (2 checkpointing workers)", progress=progress
-        )
-        if not out.exists():
-            raise WorkerError(f"the workers exited without writing their result file {out}", cmd, 0, "", "")
-        result = json.loads(out.read_text())
-    result["launcher_s"] = time.perf_counter() - start
-    return result
+    return run_torchrun_json(
+        "gradacc.workers.ddp_checkpoint",
+        [f"--accum-steps={accum_steps}", f"--micro-batch-size={micro_batch_size}"],
+        nproc_per_node=2,
+        what="torchrun (2 checkpointing workers)",
+        timeout=timeout,
+        progress=progress,
+    )
 
 
 def run_accelerate_lesson(

@@ -23,6 +23,7 @@ __all__ = [
     "run_processes",
     "exit_worker",
     "torchrun_command",
+    "run_torchrun_json",
     "accelerate_launch_command",
 ]
 
@@ -235,6 +236,32 @@ def torchrun_command(
         module,
         *module_args,
     ]
+
+
+def run_torchrun_json(
+    module: str, module_args: Sequence[str], *, nproc_per_node: int, what: str, timeout: float, progress: bool = False
+) -> dict:
+    """Run ``python -m module --out=FILE ARGS`` on ``nproc_per_node`` processes with torchrun (a free port, one thread
+    per worker, ``run_processes``'s limits) and return the JSON that a worker wrote to ``FILE``, plus ``"launcher_s"``
+    (wall seconds of the launch, start-up included).
+
+    Raises:
+        WorkerError: a worker failed, the run took longer than ``timeout`` seconds, or no result file was written.
+    """
+    import json
+    import tempfile
+    import time
+
+    with tempfile.TemporaryDirectory(prefix="gradacc-torchrun-") as tmp:
+        out = Path(tmp) / "result.json"
+        cmd = torchrun_command(module, [f"--out={out}", *module_args], nproc_per_node=nproc_per_node, port=free_port())
+        start = time.perf_counter()
+        run_processes(cmd, timeout=timeout, env=_worker_env(nproc_per_node), what=what, progress=progress)
+        if not out.exists():
+            raise WorkerError(f"the workers exited without writing their result file {out}", cmd, 0, "", "")
+        result = json.loads(out.read_text())
+    result["launcher_s"] = time.perf_counter() - start
+    return result
 
 
 def accelerate_launch_command(

@@ -324,19 +324,13 @@ def run_trainer_ddp(*, timeout: float = 300.0, progress: bool = False) -> dict[s
     Raises:
         WorkerError: a worker failed or the run took longer than ``timeout`` seconds.
     """
-    import json
-    import time
-    from pathlib import Path
+    from .launch import run_torchrun_json
 
-    from .launch import WorkerError, _worker_env, free_port, run_processes, torchrun_command
-
-    with tempfile.TemporaryDirectory(prefix="gradacc-trainer-ddp-") as tmp:
-        out = Path(tmp) / "result.json"
-        cmd = torchrun_command("gradacc.workers.trainer_ddp", [f"--out={out}"], nproc_per_node=2, port=free_port())
-        start = time.perf_counter()
-        run_processes(cmd, timeout=timeout, env=_worker_env(2), what="torchrun (2 Trainer workers)", progress=progress)
-        if not out.exists():
-            raise WorkerError(f"the workers exited without writing their result file {out}", cmd, 0, "", "")
-        result = json.loads(out.read_text())
-    result["launcher_s"] = time.perf_counter() - start
-    return result
+    return run_torchrun_json(
+        "gradacc.workers.trainer_ddp",
+        [],
+        nproc_per_node=2,
+        what="torchrun (2 Trainer workers)",
+        timeout=timeout,
+        progress=progress,
+    )

@@ -74,6 +74,7 @@ def main(argv: list[str] | None = None) -> int:
     def make_lm():
         return tiny_causal_lm(len(tokenizer), seed=0)
 
+    predicted = sum(len(s) - 1 for s in sequences)  # label tokens a causal LM predicts (not each first token)
     settings: dict[str, Any] = {}
     for average in (True, False):
         run = first_step_probe(
@@ -94,7 +95,6 @@ def main(argv: list[str] | None = None) -> int:
         ranks: list[Any] = [None] * dist.get_world_size()
         dist.all_gather_object(ranks, mine)
         step = run["optimizer_steps"][0]
-        predicted = sum(len(s) - 1 for s in sequences)
         single = collator([{"input_ids": s, "attention_mask": [1] * len(s)} for s in sequences])
         target = batch_gradients(make_lm, step["weights_before"], single)
         # the target of a correct run: the 4-sequence batch's gradient, scaled as lesson 05 section 5 shows (4.57
@@ -110,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
         result = {
             "world_size": dist.get_world_size(),
             "transformers": transformers.__version__,
-            "predicted_tokens": sum(len(s) - 1 for s in sequences),
+            "predicted_tokens": predicted,
             "settings": settings,
         }
         tmp = args.out.with_suffix(".partial")
