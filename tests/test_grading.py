@@ -726,6 +726,23 @@ def test_one_assignment_gives_one_row_per_student_by_default(corpus, tmp_path):
 
 
 @pytest.mark.notebook
+def test_grade_bench_writes_a_class_to_grade(corpus, tmp_path, capsys):
+    """`grade-bench --write-class DIR` writes one folder per student (right, unanswered, wrong in turn) that `grade`
+    discovers; it never writes over a class and refuses an empty one."""
+    solutions, _hidden, _subs = corpus
+    args = ["grade-bench", "--exercise", "02_small", "--reference", str(solutions), "--n", "5", "--write-class"]
+    assert main([*args, str(tmp_path / "class")]) == 0
+    found = discover(tmp_path / "class", ["02_small"])
+    assert [(f.student, f.exercise) for f in found] == [(f"student{i:03d}", "02_small") for i in range(5)]
+    answers = [nbformat.read(f.path, as_version=4).cells[1].source for f in found]
+    assert ["return loss / accum_steps" in a for a in answers] == [True, False, False, True, False]
+    assert ["raise NotImplementedError()" in a for a in answers] == [False, True, False, False, True]
+    assert main([*args, str(tmp_path / "class")]) == 2
+    assert "already holds notebooks" in capsys.readouterr().err
+    assert main([*args[:-3], "--n", "0", "--write-class", str(tmp_path / "empty")]) == 2
+    assert "n=0" in capsys.readouterr().err
+
+
 def test_a_killed_run_resumes_and_grades_only_what_has_no_row(corpus, tmp_path, capsys):
     """A real `gradacc grade` process, killed (SIGKILL, its whole group) after its journal holds a row; `--resume`
     keeps those rows (same seconds: not graded again) and grades the rest; every student ends with one row."""

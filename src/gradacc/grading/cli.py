@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from .gradebook import GradingError, Settings
-from .score import bench_grading, grade
+from .score import bench_grading, grade, write_class
 
 __all__ = [
     "add_cli",
@@ -82,6 +82,15 @@ def _cmd_grade(args: argparse.Namespace) -> int:
 
 def _cmd_bench(args: argparse.Namespace) -> int:
     try:
+        if args.write_class:
+            paths = write_class(
+                Path(args.reference), args.exercise, args.n, Path(args.write_class), hidden=_hidden_from(args)
+            )
+            print(
+                f"wrote {len(paths)} submissions of {args.exercise} to {args.write_class}: grade them with "
+                f"gradacc grade {args.write_class} --exercise {args.exercise}"
+            )
+            return 0
         result = bench_grading(
             Path(args.reference), args.exercise, args.n, hidden=_hidden_from(args), settings=_settings_from(args)
         )
@@ -133,5 +142,10 @@ def add_cli(subparsers) -> None:
     b = subparsers.add_parser("grade-bench", help="time grading N generated submissions of one exercise (prints JSON)")
     b.add_argument("--exercise", required=True, help="NN_topic")
     b.add_argument("--n", type=int, default=30, help="submissions (default 30)")
+    b.add_argument(
+        "--write-class",
+        metavar="DIR",
+        help="only write the generated submissions into DIR (one folder per student) to grade with `gradacc grade`",
+    )
     _limits(b)
     b.set_defaults(func=_cmd_bench)
