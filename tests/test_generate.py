@@ -40,7 +40,9 @@ def test_generation_hides_the_answer_and_keeps_the_check():
     assert "nbval-ignore-output" in exercise.cells[1].metadata.tags
     assert "widgets" not in exercise.metadata
     assert "### BEGIN SOLUTION" in solution.cells[2].source  # input untouched
-    assert check_cells(exercise) == [{"index": 3, "code_index": 2, "id": "ex-1-1-check", "check": "1.1", "points": 2}]
+    assert check_cells(exercise) == [
+        {"index": 3, "code_index": 2, "id": "ex-1-1-check", "check": "1.1", "points": 2, "bonus": False}
+    ]
 
 
 def test_generation_refuses_leaky_or_unmarked_cells():

@@ -658,7 +658,8 @@ def test_grades_a_real_exercise_end_to_end(tmp_path: Path):
         log=lambda msg: None,
     )
     good, blank, forger = (book.row(s, path.stem) for s in ("good", "blank", "forger"))
-    assert (good.status, good.points) == ("graded", good.max_points) and good.max_points > 0, good
+    bonus = sum(c["points"] for c in check_cells(reference) if c["bonus"])  # 3.3: counts on top of the maximum
+    assert (good.status, good.points) == ("graded", good.max_points + bonus) and good.max_points > 0, good
     assert (blank.status, blank.points) == ("graded", 0), blank
     assert "not answered yet" in blank.message
     assert (forger.status, forger.points) == ("graded", 0), forger
@@ -726,6 +727,15 @@ def test_one_assignment_gives_one_row_per_student_by_default(corpus, tmp_path):
 
 
 @pytest.mark.notebook
+def test_a_bonus_check_counts_on_top_of_the_maximum():
+    """Exercise 3.3 is a bonus (metadata gradacc.bonus): 03's maximum is 3.1 + 3.2 + 3.4 = 7 points."""
+    ref = load_references(ROOT / "solutions", None, ["03_memory"])["03_memory"]
+    assert [(c["check"], c["points"], c["bonus"]) for c in ref.checks] == [
+        ("3.1", 1, False), ("3.2", 3, False), ("3.3", 1, True), ("3.4", 3, False)
+    ]  # fmt: skip
+    assert ref.max_points == 7
+
+
 def test_grade_bench_writes_a_class_to_grade(corpus, tmp_path, capsys):
     """`grade-bench --write-class DIR` writes one folder per student (right, unanswered, wrong in turn) that `grade`
     discovers; it never writes over a class and refuses an empty one."""

@@ -12,7 +12,8 @@ IGNORED = {line.strip().rstrip("/") for line in (ROOT / ".gitignore").read_text(
 
 def test_every_linked_or_quoted_path_exists():
     """Links, and backquoted paths (a trailing slash or a file extension), name files of the repository; patterns
-    (``NN_topic``), the package's subfolders (``course/``: src/gradacc/course) and gitignored outputs are allowed."""
+    (``NN_topic``), the package's subfolders (``course/``: src/gradacc/course) and gitignored outputs (and what is under
+    them: ``build/test-cache/`` exists only once a test made it) are allowed."""
     links = [p for p in re.findall(r"\]\(([^)#\s]+)\)", README) if not p.startswith(("http", "../"))]
     quoted = [p for p in re.findall(r"`([\w./-]+/[\w.-]*)`", README) if p.endswith("/") or "." in p.split("/")[-1]]
     missing = sorted(
@@ -21,7 +22,7 @@ def test_every_linked_or_quoted_path_exists():
         if "NN_topic" not in path
         and not (ROOT / path).exists()
         and not (ROOT / "src" / "gradacc" / path).exists()
-        and path.rstrip("/") not in IGNORED
+        and not any("/".join(path.rstrip("/").split("/")[: k + 1]) in IGNORED for k in range(path.count("/") + 1))
     )
     assert missing == [], f"the README names paths that do not exist: {missing}"
     assert len(links) >= 9, links
@@ -37,16 +38,44 @@ def test_lesson_table_and_hidden_checks_list_match_the_folders():
 
 
 def test_lesson_minutes_in_the_readme_are_the_measured_reading_time():
+    """The README's `core / all` minutes are `reading_minutes` of the core path and of the whole lesson."""
     from gradacc.course.notebooks import reading_minutes
 
-    table = dict(re.findall(r"^\| (\d\d) \| \[\w+\]\(lessons/[\w.-]+\) \| [^|]+ \| (\d+) \|", README, re.M))
-    assert len(table) == len(list((ROOT / "lessons").glob("*.ipynb"))), table
-    for number, minutes in table.items():
-        path = next((ROOT / "lessons").glob(f"{number}_*.ipynb"))
-        measured = reading_minutes(path)
-        assert int(minutes) == 5 * round(measured / 5), (
-            f"{path.name}: README says {minutes} min, measured {measured:.1f}"
+    table = {
+        number: (int(core), int(full))
+        for number, core, full in re.findall(
+            r"^\| (\d\d) \| \[\w+\]\(lessons/[\w.-]+\) \| [^|]+ \| (\d+) / (\d+) \|", README, re.M
         )
+    }
+    assert len(table) == len(list((ROOT / "lessons").glob("*.ipynb"))), table
+    for number, written in table.items():
+        path = next((ROOT / "lessons").glob(f"{number}_*.ipynb"))
+        measured = (reading_minutes(path, core_only=True), reading_minutes(path))
+        assert written == tuple(5 * round(m / 5) for m in measured), (
+            f"{path.name}: README says {written[0]} / {written[1]} min, measured {measured[0]:.1f} / {measured[1]:.1f}"
+        )
+
+
+def test_every_lesson_names_its_core_path():
+    """Each lesson's title cell names its core path: exactly the numbered sections not marked optional."""
+    import nbformat
+
+    from gradacc.course.notebooks import OPTIONAL_MARK, core_path_cells
+
+    for path in sorted((ROOT / "lessons").glob("*.ipynb")):
+        nb = nbformat.read(path, as_version=4)
+        line = re.search(r"\*\*Core path\*\* \(a first reading\):([^.]*)\.", nb.cells[0].source.replace("\n", " "))
+        assert line, f"{path.name}: no core path line in the title cell"
+        named = [int(n) for n in re.findall(r"\d+", line.group(1).split("sections")[-1])]
+        core = {id(c) for c in core_path_cells(nb)}
+        numbered = [
+            (int(m.group(1)), id(c) in core and OPTIONAL_MARK not in m.group(0))
+            for c in nb.cells
+            if c.cell_type == "markdown"
+            for m in re.finditer(r"^## (\d+)\. .*$", c.source, re.M)
+        ]
+        assert named == [n for n, on_core in numbered if on_core], (path.name, named, numbered)
+        assert len(core) < len(nb.cells) or "Every section is on it" in line.string, path.name
 
 
 def test_every_lesson_ends_with_three_things_you_can_now_do():

@@ -40,6 +40,8 @@ __all__ = [
     "PROSE_WORDS_PER_MIN",
     "SECONDS_PER_CODE_LINE",
     "reading_minutes",
+    "core_path_cells",
+    "OPTIONAL_MARK",
 ]
 
 BEGIN = "### BEGIN SOLUTION"
@@ -63,9 +65,11 @@ def _add_tag(cell, tag: str) -> None:
 
 
 def check_cells(nb) -> list[dict]:
-    """The check cells of a notebook, in order: ``[{"index", "code_index", "id", "check", "points"}]``.
+    """The check cells of a notebook, in order: ``[{"index", "code_index", "id", "check", "points", "bonus"}]``.
 
     ``index`` counts all cells; ``code_index`` counts code cells only, as nbval numbers its items (``Cell N``).
+    ``bonus`` (``metadata.gradacc.bonus``, default false): the check's points count when earned but are not part of
+    the exercise's maximum.
 
     Raises:
         ValueError: a check cell without ``metadata.gradacc.check`` or with non-positive points.
@@ -86,6 +90,7 @@ def check_cells(nb) -> list[dict]:
                 "id": cell.get("id"),
                 "check": meta["check"],
                 "points": meta["points"],
+                "bonus": bool(meta.get("bonus", False)),
             }
         )
     return found
@@ -382,20 +387,51 @@ def _kill_tree(pid: int) -> None:
         pass
 
 
-def reading_minutes(path: Path | str) -> float:
+OPTIONAL_MARK = "*(optional on a first reading)*"
+
+
+def core_path_cells(nb: nbformat.NotebookNode) -> list[nbformat.NotebookNode]:
+    """The cells of a lesson's core path: every cell except those of a section whose heading ends with
+    ``OPTIONAL_MARK``. Such a section runs until the next heading of its level or higher (a ``###`` marked inside a
+    ``##`` section ends at the next ``###`` or ``##``). A cell belongs where its first line puts it.
+    """
+    core, optional_level = [], None
+
+    def enter(heading: re.Match) -> None:
+        nonlocal optional_level
+        level = len(heading.group(1))
+        if optional_level is not None and level <= optional_level:
+            optional_level = None
+        if optional_level is None and heading.group(2).rstrip().endswith(OPTIONAL_MARK):
+            optional_level = level
+
+    for cell in nb.cells:
+        headings = list(re.finditer(r"^(#{1,6}) (.*)$", cell.source, re.M)) if cell.cell_type == "markdown" else []
+        if headings and headings[0].start() == 0:  # a cell that opens with a heading belongs to that heading
+            enter(headings.pop(0))
+        if optional_level is None:
+            core.append(cell)
+        for heading in headings:
+            enter(heading)
+    return core
+
+
+def reading_minutes(path: Path | str, *, core_only: bool = False) -> float:
     """A learner's minutes for one notebook: its prose words / ``PROSE_WORDS_PER_MIN`` + its code lines x
     ``SECONDS_PER_CODE_LINE`` / 60. Prose: markdown cells except the badges and navigation; code: lines that are
-    neither blank nor comments. The README's lesson table shows it rounded to 5 minutes (a test keeps them equal).
+    neither blank nor comments. ``core_only``: only the core path's cells (``core_path_cells``). The README's lesson
+    table shows both, rounded to 5 minutes (a test keeps them equal).
     """
     nb = nbformat.read(Path(path), as_version=4)
+    cells = core_path_cells(nb) if core_only else nb.cells
     words = sum(
         len(re.findall(r"\w+", c.source))
-        for c in nb.cells
+        for c in cells
         if c.cell_type == "markdown" and c.get("id") not in ("gradacc-badges", "gradacc-nav")
     )
     lines = sum(
         1
-        for c in nb.cells
+        for c in cells
         if c.cell_type == "code"
         for line in c.source.splitlines()
         if line.strip() and not line.strip().startswith("#")

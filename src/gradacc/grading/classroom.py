@@ -7,7 +7,8 @@ What runs where (the choice, and its trade-off):
   repository at a pinned ref, installs it, grades the student's notebook with ``gradacc grade --no-hidden`` against
   the course's ``solutions/`` (one notebook run for all checks), and then one ``autograding-command-grader`` step per
   check asks ``gradacc classroom points`` whether that check earned its points: the step's ``max-score`` is the
-  check's points. Students get feedback within minutes, per check, in GitHub Classroom.
+  check's points (a bonus check's step is named "(bonus)"; GitHub counts its points in the total it shows, the
+  gradebook on top of the maximum). Students get feedback within minutes, per check, in GitHub Classroom.
 * **For the grades that count (the instructor's machine)**: ``gradacc grade`` with the hidden checks, on the
   collected repositories. The hidden checks never enter a student's repository, a workflow or a secret: a student
   who edits the workflow (they can: it is their repository) can change the feedback score and nothing else.
@@ -56,7 +57,7 @@ def classroom_workflow(
         GradingError: ``exercise`` is not among the reference's exercises, or the reference is unreadable.
     """
     refs = load_references(reference, None, [exercise])
-    checks = [(str(c["check"]), c["points"]) for c in refs[exercise].checks]
+    checks = [(str(c["check"]), c["points"], c["bonus"]) for c in refs[exercise].checks]
     lines = [
         f"# GitHub Classroom autograding of {exercise}.ipynb, written by `gradacc classroom init`.",
         "# Feedback on every push from the course's visible checks; the grades that count come from the",
@@ -93,18 +94,19 @@ def classroom_workflow(
         '          gradacc grade .autograding/submission --reference "$COURSE/solutions" --no-hidden \\',
         f'            --exercise "$EXERCISE" --out {_GRADEBOOK} --quiet --workers 1 || true',
     ]
-    for check, points in checks:
+    for check, points, bonus in checks:
+        name = f"Exercise {check}" + (" (bonus)" if bonus else "")
         lines += [
-            f"      - name: Exercise {check}",
+            f"      - name: {name}",
             f"        id: {_step_id(check)}",
             "        uses: classroom-resources/autograding-command-grader@v1",
             "        with:",
-            f"          test-name: Exercise {check}",
+            f"          test-name: {name}",
             f"          command: gradacc classroom points {_GRADEBOOK} {check} {points}",
             f"          timeout: {timeout_min}",
             f"          max-score: {points}",
         ]
-    ids = [_step_id(c) for c, _ in checks]
+    ids = [_step_id(c) for c, _, _ in checks]
     lines += [
         "      - name: Autograding Reporter",
         "        uses: classroom-resources/autograding-grading-reporter@v1",

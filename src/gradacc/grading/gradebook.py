@@ -85,7 +85,8 @@ class Reference:
 
     @property
     def max_points(self) -> float:
-        return sum(c["points"] for c in self.checks)
+        """The exercise's maximum: the points of its checks, bonus checks excluded (they add on top)."""
+        return sum(c["points"] for c in self.checks if not c.get("bonus"))
 
     @property
     def known_ids(self) -> set[str]:
