@@ -246,3 +246,53 @@ def test_the_figure_scan_finds_what_it_looks_for():
         "x",
     )
     assert [p.split(": ", 1)[1][:12] for p in found] == ["subplots(...", "dpi=72 < 100", "fontsize=7 i", "labelsize='x"]
+
+
+# A learner on the core path skips the sections marked optional (issue 19): no core cell may need a name that only an
+# optional cell defines (a fresh reader found three such NameErrors).
+def _defined_and_used(source: str) -> tuple[set[str], set[str]]:
+    defined, used = set(), set()
+    for node in ast.walk(_parse(source)):
+        if isinstance(node, ast.Name):
+            (used if isinstance(node.ctx, ast.Load) else defined).add(node.id)
+        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            defined.add(node.name)
+        elif isinstance(node, ast.arg):
+            defined.add(node.arg)
+        elif isinstance(node, ast.Import | ast.ImportFrom):
+            defined.update((alias.asname or alias.name).split(".")[0] for alias in node.names)
+    return defined, used
+
+
+def _names_the_core_path_lacks(nb) -> list[str]:
+    import builtins
+
+    from gradacc.course.notebooks import core_path_cells
+
+    core = {id(c) for c in core_path_cells(nb)}
+    known, optional_only, problems = set(dir(builtins)) | {"display", "get_ipython"}, set(), []
+    for cell in (c for c in nb.cells if c.cell_type == "code"):
+        defined, used = _defined_and_used(cell.source)
+        if id(cell) in core:
+            problems += [f"{cell.get('id')}: {name}" for name in sorted((used - defined - known) & optional_only)]
+            known |= defined
+        else:
+            optional_only |= defined - known
+    return problems
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "lessons").glob("*.ipynb")), ids=lambda p: p.name)
+def test_the_core_path_runs_without_the_optional_sections(path: Path):
+    assert _names_the_core_path_lacks(nbformat.read(path, as_version=4)) == []
+
+
+def test_the_core_path_scan_finds_what_it_looks_for():
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [
+        nbformat.v4.new_code_cell("import torch\nx = 1"),
+        nbformat.v4.new_markdown_cell("## 1. Deep *(optional on a first reading)*"),
+        nbformat.v4.new_code_cell("model = torch.nn.Linear(2, 2)\nscale = 3"),
+        nbformat.v4.new_markdown_cell("## 2. Core"),
+        nbformat.v4.new_code_cell("def f(scale):\n    return scale * x\n\nmodel(torch.ones(2))"),
+    ]
+    assert [p.split(": ")[1] for p in _names_the_core_path_lacks(nb)] == ["model"]

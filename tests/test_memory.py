@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import torch
 
@@ -19,7 +21,9 @@ from gradacc.memory import (
     measure_step,
     predict_step,
     profile_config,
+    record_timeline,
     smallest_fitting_accum_steps,
+    timeline_config,
 )
 
 NS = (1, 2, 4, 8, 16)
@@ -392,3 +396,67 @@ def test_check_3_3_peak_counter(capsys):
     prefix = "Exercise 3.3: incorrect - after freeing those and allocating zeros(256), current_bytes = "
     assert never_freed.startswith(prefix), never_freed
     assert never_freed[len(prefix) :].split(",")[0] in ("13312", "12288"), never_freed
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# The timeline of one step (issue 17)
+
+
+@pytest.mark.parametrize("accum_steps", [1, 2, 8])
+def test_timeline_has_n_teeth_a_gradient_buffer_that_stays_and_the_measured_peak(accum_steps):
+    config = MLP.with_(effective_batch_size=512)
+    timeline = timeline_config(config, accum_steps, device="cpu")
+    assert timeline.teeth() == accum_steps  # counted from the activations, not from the events
+    assert [kind for _, kind, _ in timeline.events] == ["forward", "backward"] * accum_steps + ["optimizer step"]
+    grads = timeline.mib["gradients"]
+    assert max(grads[: timeline.event_index("backward", 1)]) == 0.0
+    at_forward = [grads[timeline.event_index("forward", k)] for k in range(2, accum_steps + 1)]
+    assert all(
+        g == pytest.approx(sum(p.numel() for p in config.build_model().parameters()) * 4 / MIB) for g in at_forward
+    )
+    measured = measure_config(config, accum_steps, method="tracker", device="cpu")
+    assert timeline.peak_mib == pytest.approx(measured.peak_mib, abs=0.01)
+    assert _close(timeline.at(timeline.peak_index), measured.breakdown_mib)
+
+
+def test_timeline_teeth_shrink_as_one_over_n():
+    config = MLP.with_(effective_batch_size=512)
+    one = timeline_config(config, 1, device="cpu").tooth_heights()[0]
+    heights = timeline_config(config, 8, device="cpu").tooth_heights()
+    assert len(heights) == 8
+    assert all(abs(h / (one / 8) - 1) <= 0.05 for h in heights), (one, heights)
+
+
+def test_timeline_on_fake_tensors_equals_the_real_one():
+    config = MLP.with_(effective_batch_size=256)
+    real, fake = timeline_config(config, 4, device="cpu"), timeline_config(config, 4, fake=True)
+    assert fake.fake and not real.fake
+    # fake tensors dispatch more (smaller) operations; the events and the memory at the peak are the same
+    assert [e[1:] for e in fake.events] == [e[1:] for e in real.events]
+    assert fake.peak_mib == pytest.approx(real.peak_mib, abs=1e-6)
+
+
+def test_timeline_reads_the_allocator_after_every_operation():
+    """The CUDA path's bookkeeping on CPU: a stand-in allocator is read once per operation, in MiB."""
+
+    class Allocator:
+        calls = 0
+
+        def allocated_bytes(self) -> int:
+            self.calls += 1
+            return self.calls * MIB
+
+    config = MLP.with_(effective_batch_size=64)
+    model, optimizer = config.build()
+    x, y = config.batch()
+    timeline = record_timeline(model, optimizer, x, y, 2, allocator=Allocator())
+    assert timeline.allocator_mib == [float(k) for k in range(1, timeline.operations + 1)]
+    assert json.loads(json.dumps(timeline.as_dict()))["peak_mib"] == pytest.approx(timeline.peak_mib)
+
+
+def test_timeline_refuses_bad_accum_steps():
+    config = MLP.with_(effective_batch_size=64)
+    with pytest.raises(ValueError, match="accum_steps"):
+        timeline_config(config, 0)
+    with pytest.raises(ValueError, match="64"):
+        timeline_config(config, 5)

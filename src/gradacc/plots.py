@@ -1,5 +1,5 @@
 """The memory figures and sentences the lessons and the memory explorer share: a stacked breakdown per N
-(``plot_breakdown``), a figure as PNG bytes, MiB formatting, and the "fits / smallest N" sentence (``fits_summary``).
+(``plot_breakdown``), one step's timeline (``plot_timeline``), a figure as PNG bytes, MiB formatting, and the "fits / smallest N" sentence (``fits_summary``).
 Plain matplotlib (the Agg backend works everywhere, inline in every notebook front end).
 """
 
@@ -12,6 +12,7 @@ from typing import Any
 from .memory import (
     CATEGORIES,
     StepMemory,
+    StepTimeline,
 )
 
 __all__ = [
@@ -19,6 +20,7 @@ __all__ = [
     "format_mib",
     "fits_summary",
     "plot_breakdown",
+    "plot_timeline",
     "figure_png",
 ]
 
@@ -201,3 +203,41 @@ def _new_figure(figsize: tuple[float, float] = (7.0, 3.0), right: float = 0.97) 
     fig = Figure(figsize=figsize, dpi=100)
     fig.subplots_adjust(left=0.09, right=right, bottom=0.16, top=0.95)  # fixed margins: no second layout pass
     return fig, fig.add_subplot()
+
+
+def plot_timeline(ax, timeline: StepTimeline, *, title: str | None = None, label_peak: bool = True) -> None:
+    """Draw one optimizer step's memory timeline on ``ax``: live MiB per category stacked against the operation
+    index (``COLORS``), a dotted line at each micro-step's forward start, a dashed one at ``optimizer.step()``, and
+    the peak marked with its value and the two largest categories alive at that moment."""
+    x = range(timeline.operations)
+    ax.stackplot(
+        x,
+        *(timeline.mib[c] for c in CATEGORIES),
+        labels=[c.replace("_", " ") for c in CATEGORIES],
+        colors=[COLORS[c] for c in CATEGORIES],
+        linewidth=0,
+    )
+    for index, kind, _ in timeline.events:
+        if kind == "forward":
+            ax.axvline(index, color="0.35", lw=0.8, ls=":")
+        elif kind == "optimizer step":
+            ax.axvline(index, color="black", lw=1.2, ls="--")
+    if timeline.allocator_mib:  # a CUDA device: what the caching allocator held after each operation
+        ax.plot(x, timeline.allocator_mib, color="black", lw=1, label="CUDA allocator")
+    peak, at = timeline.peak_mib, timeline.peak_index
+    ax.plot([at], [peak], "v", color="black", ms=7)
+    if label_peak:
+        breakdown = timeline.at(at)
+        largest = sorted(breakdown, key=breakdown.get, reverse=True)[:2]
+        what = " + ".join(c.replace("_", " ") for c in largest)
+        ax.annotate(
+            f"peak {format_mib(peak)}\n({what})",
+            (at, peak),
+            xytext=(6, -4),
+            textcoords="offset points",
+            va="top",
+            fontsize=9,
+        )
+    ax.set_xlim(0, timeline.operations - 1)
+    ax.set_xlabel("operation (dotted: a micro-step starts; dashed: optimizer.step())", fontsize=9)
+    ax.set_title(title or f"N = {timeline.accum_steps} (micro-batch {timeline.micro_batch_size})", fontsize=10)

@@ -39,6 +39,8 @@ __all__ = [
     "check_cells",
     "PROSE_WORDS_PER_MIN",
     "SECONDS_PER_CODE_LINE",
+    "SECONDS_PER_OUTPUT_LINE",
+    "SECONDS_PER_FIGURE",
     "reading_minutes",
     "core_path_cells",
     "OPTIONAL_MARK",
@@ -51,6 +53,10 @@ PROSE_WORDS_PER_MIN = 100
 """Reading pace of a learner new to the topic who reads English as a second language (issue 19's estimate)."""
 SECONDS_PER_CODE_LINE = 10
 """Seconds to read, run and understand one non-blank, non-comment line of code."""
+SECONDS_PER_OUTPUT_LINE = 3
+"""Seconds to read one line a cell printed (stored stream or text output)."""
+SECONDS_PER_FIGURE = 30
+"""Seconds to read one figure (a stored PNG output)."""
 _EXECUTION_NOISE = ("execution", "collapsed", "scrolled", "ExecuteTime", "jupyter", "editable", "deletable")
 
 
@@ -418,9 +424,11 @@ def core_path_cells(nb: nbformat.NotebookNode) -> list[nbformat.NotebookNode]:
 
 def reading_minutes(path: Path | str, *, core_only: bool = False) -> float:
     """A learner's minutes for one notebook: its prose words / ``PROSE_WORDS_PER_MIN`` + its code lines x
-    ``SECONDS_PER_CODE_LINE`` / 60. Prose: markdown cells except the badges and navigation; code: lines that are
-    neither blank nor comments. ``core_only``: only the core path's cells (``core_path_cells``). The README's lesson
-    table shows both, rounded to 5 minutes (a test keeps them equal).
+    ``SECONDS_PER_CODE_LINE`` + its stored output lines x ``SECONDS_PER_OUTPUT_LINE`` + its figures x
+    ``SECONDS_PER_FIGURE`` (seconds / 60). Prose: markdown cells except the badges and navigation; code: lines that are
+    neither blank nor comments; outputs: printed lines and text results, PNG figures. ``core_only``: only the core
+    path's cells (``core_path_cells``). The README's lesson table shows both, rounded to 5 minutes (a test keeps them
+    equal).
     """
     nb = nbformat.read(Path(path), as_version=4)
     cells = core_path_cells(nb) if core_only else nb.cells
@@ -429,11 +437,11 @@ def reading_minutes(path: Path | str, *, core_only: bool = False) -> float:
         for c in cells
         if c.cell_type == "markdown" and c.get("id") not in ("gradacc-badges", "gradacc-nav")
     )
-    lines = sum(
-        1
-        for c in cells
-        if c.cell_type == "code"
-        for line in c.source.splitlines()
-        if line.strip() and not line.strip().startswith("#")
-    )
-    return words / PROSE_WORDS_PER_MIN + lines * SECONDS_PER_CODE_LINE / 60
+    code = [c for c in cells if c.cell_type == "code"]
+    lines = sum(1 for c in code for line in c.source.splitlines() if line.strip() and not line.strip().startswith("#"))
+    outputs = [o for c in code for o in c.get("outputs", [])]
+    printed = sum(len(o.get("text", o.get("data", {}).get("text/plain", "")).splitlines()) for o in outputs
+                  if "image/png" not in o.get("data", {}))  # fmt: skip
+    figures = sum(1 for o in outputs if "image/png" in o.get("data", {}))
+    seconds = lines * SECONDS_PER_CODE_LINE + printed * SECONDS_PER_OUTPUT_LINE + figures * SECONDS_PER_FIGURE
+    return words / PROSE_WORDS_PER_MIN + seconds / 60

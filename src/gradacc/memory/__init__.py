@@ -12,6 +12,8 @@ slack). Units: MiB (2**20 bytes) and seconds; batch sizes in samples.
   ``time_step``, ``count_step_work``;
 * ``config``: the lessons' setups (``StepConfig``), ``measure_config`` and ``measure_sweep`` (real or fake tensors);
 * ``predict``: ``MemoryProfile``, ``profile_model``, ``predict_step``, ``smallest_fitting_accum_steps``;
+* ``timeline``: ``StepTimeline``, ``record_timeline``, ``timeline_config``: every category after every operation of
+  one step, with the micro-steps marked;
 * ``xla``: XLA's compiled memory analysis for JAX.
 
 A teaching module: lessons, the widgets and the benchmark import it; it imports only ``data``, ``models`` and
@@ -31,6 +33,7 @@ from .options import (
     optimizer_state_bytes,
 )
 from .predict import MemoryProfile, predict_step, profile_config, profile_model, smallest_fitting_accum_steps
+from .timeline import StepTimeline, record_timeline, timeline_config
 from .tracker import CATEGORIES, MIB, LiveStorageCounter, StepMemory, format_breakdown
 from .xla import jax_compiled_memory, jax_memory_analysis
 
@@ -62,4 +65,7 @@ __all__ = [
     "count_step_work",
     "jax_compiled_memory",
     "jax_memory_analysis",
+    "StepTimeline",
+    "record_timeline",
+    "timeline_config",
 ]
