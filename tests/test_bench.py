@@ -16,7 +16,18 @@ from gradacc.memory import StepConfig
 def test_short_benchmark_writes_every_row_and_field(tmp_path):
     out = tmp_path / "bench.json"
     proc = subprocess.run(
-        [sys.executable, "-m", "gradacc.cli", "bench", "--short", "--quiet", "--json", str(out)],
+        [
+            sys.executable,
+            "-m",
+            "gradacc.cli",
+            "bench",
+            "--short",
+            "--quiet",
+            "--json",
+            str(out),
+            "--timeline",
+            str(tmp_path / "timeline.json"),
+        ],  # fmt: skip
         capture_output=True,
         text=True,
         timeout=900,
@@ -39,6 +50,12 @@ def test_short_benchmark_writes_every_row_and_field(tmp_path):
     # parameters 3.15 MiB + Adam 6.3 MiB live in every step
     assert all(r["peak_mib"] > 9.4 for r in rows)
     assert [t["met"] for t in result["targets"]] == [None] * 4  # N = 8 and 16 are not in the short run
+    # --timeline: one timeline per N, its peak the PyTorch row's (the same step, counted operation by operation)
+    timelines = json.loads((tmp_path / "timeline.json").read_text())["timelines"]
+    assert [t["accum_steps"] for t in timelines] == [1, 2]
+    for t in timelines:
+        assert len(t["mib"]["activations"]) == len(t["mib"]["gradients"]) > 0
+        assert t["peak_mib"] == pytest.approx(by["pytorch", t["accum_steps"]]["peak_mib"], abs=0.01)
 
 
 def _rows(overrides: dict | None = None):

@@ -20,6 +20,7 @@ from gradacc.memory import (
     measure_config,
     measure_step,
     predict_step,
+    predict_timeline,
     profile_config,
     record_timeline,
     smallest_fitting_accum_steps,
@@ -460,3 +461,17 @@ def test_timeline_refuses_bad_accum_steps():
         timeline_config(config, 0)
     with pytest.raises(ValueError, match="64"):
         timeline_config(config, 5)
+
+
+def test_predicted_timeline_has_the_predicted_peak_and_n_teeth():
+    config = MLP.with_(effective_batch_size=512)
+    profile = profile_config(config)
+    for n in (1, 2, 8):
+        predicted = predict_timeline(profile, config.effective_batch_size, n)
+        measured = timeline_config(config, n, device="cpu")
+        assert predicted.predicted and predicted.teeth() == n
+        assert predicted.peak_mib == pytest.approx(predict_step(profile, config.effective_batch_size, n).peak_mib)
+        assert predicted.peak_mib == pytest.approx(measured.peak_mib, abs=0.01)
+        assert predicted.tooth_heights() == pytest.approx(measured.tooth_heights(), abs=0.01)
+    with pytest.raises(ValueError, match="analytic"):
+        predict_timeline(MemoryProfile.analytic(1000, activation_mib_per_sample=0.01), 64, 2)

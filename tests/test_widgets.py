@@ -8,7 +8,7 @@ import inspect
 import pytest
 
 import gradacc.widgets as widgets
-from gradacc.memory import StepConfig, measure_config, profile_config
+from gradacc.memory import StepConfig, measure_config, profile_config, timeline_config
 from gradacc.plots import fits_summary, format_mib
 from gradacc.widgets import ACCUM_OPTIONS, MemoryExplorer
 
@@ -103,6 +103,33 @@ def test_measure_button_measures_behind_a_progress_bar(cached):
     assert not real[0].fake and real[0].method in ("storages", "cuda")
     ex.accum_slider.value = 2
     assert ex.state()["source"] == "measured"
+    assert ex.state()["timeline_source"] == "measured" and ex.state()["timeline_teeth"] == 2  # recorded with it
+
+
+def test_timeline_panel_follows_the_slider_from_cached_numbers(explorer, cached, tmp_path):
+    """Issue 17: under the bars, the selected N's timeline: predicted (pale) from the profile where none was measured,
+    the measured one where given; a slider move redraws it without measuring; both panels save as PNG files."""
+    state = explorer.state()
+    assert (state["timeline_source"], state["timeline_teeth"]) == ("predicted", 8)
+    assert "gradacc-timeline" in explorer.timeline_figure._dom_classes
+    assert explorer.timeline_figure in explorer.widget.children and explorer.timeline_png.startswith(b"\x89PNG")
+    png = explorer.timeline_png
+    explorer.accum_slider.value = 2
+    state = explorer.state()
+    assert (state["timeline_source"], state["timeline_teeth"]) == ("predicted", 2)
+    assert explorer.timeline_png != png and explorer.forbidden_calls == []
+    predicted = explorer.timeline()
+    assert predicted.peak_mib == pytest.approx(state["peak_mib"] if state["source"] == "predicted" else 37.64, abs=0.01)
+    paths = explorer.save_png(str(tmp_path))
+    assert [p.split("/")[-1] for p in paths] == ["memory-explorer-N2.png", "memory-timeline-N2.png"]
+    assert all(open(p, "rb").read(4) == b"\x89PNG" for p in paths)
+
+    measured, profile = cached
+    two = timeline_config(DEFAULT, 2, fake=True)
+    ex = MemoryExplorer(DEFAULT, 2, measurements=measured, profile=profile, timelines=[two])
+    assert ex.state()["timeline_source"] == "measured" and ex.timeline() is two
+    with pytest.raises(ValueError, match="does not belong"):
+        MemoryExplorer(DEFAULT, 2, timelines=[timeline_config(DEFAULT.with_(effective_batch_size=256), 2, fake=True)])
 
 
 def test_fits_summary_values_and_errors():

@@ -17,7 +17,8 @@ the lesson's default setup (``gradacc.memory.StepConfig()``): the digits MLP 64-
 effective batch 4096 real digits drawn with replacement.
 
 It prints a table with ratios against N = 1, checks the course's targets (reported, not asserted), writes the rows to
-``--json PATH`` and the plot to ``--plot PATH``. ``--short`` runs a reduced version for CI. On a CPU it uses one
+``--json PATH``, the plot to ``--plot PATH`` and the PyTorch step's memory timeline per N (``gradacc.memory.timeline``)
+to ``--timeline PATH``. ``--short`` runs a reduced version for CI. On a CPU it uses one
 PyTorch thread, as lesson 03 does (``--threads``).
 
 ``load_reference()`` returns the full run that lesson 03 shows (``gradacc/bench_reference.json``, written by
@@ -40,7 +41,15 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from .memory import StepConfig, StepMemory, check_divisible, jax_memory_analysis, measure_config, measure_run
+from .memory import (
+    StepConfig,
+    StepMemory,
+    check_divisible,
+    jax_memory_analysis,
+    measure_config,
+    measure_run,
+    timeline_config,
+)
 
 __all__ = [
     "IMPLS",
@@ -401,6 +410,13 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     if args.plot:
         plot_rows(result["rows"], args.plot, title=result["setup"]["config"])
         print(f"wrote {args.plot}")
+    if args.timeline:
+        preset = SHORT if args.short else FULL
+        timelines = [timeline_config(preset["config"], n).as_dict() for n in preset["accum_steps"]]
+        payload = {"config": preset["config"].label(), "timelines": timelines}
+        Path(args.timeline).write_text(json.dumps(payload) + "\n", encoding="utf-8")
+        peaks = ", ".join(f"N={t['accum_steps']} {t['peak_mib']:.2f} MiB" for t in timelines)
+        print(f"wrote {args.timeline}: the PyTorch step's memory timeline per N ({peaks})")
     return 0
 
 
@@ -411,6 +427,11 @@ def add_cli(subparsers) -> None:
     )
     p.add_argument("--json", metavar="PATH", help="write the setup, rows and targets as JSON")
     p.add_argument("--plot", metavar="PATH", help="save the plot as PNG")
+    p.add_argument(
+        "--timeline",
+        metavar="PATH",
+        help="also write the PyTorch step's memory timeline per N as JSON (gradacc.memory.StepTimeline.as_dict)",
+    )
     p.add_argument("--short", action="store_true", help="a reduced run for CI (effective batch 256, N = 1 and 2)")
     p.add_argument("--impls", help=f"comma-separated subset of {','.join(IMPLS)}")
     p.add_argument("--repeats", type=int, default=None, help="timed steps per row (median)")

@@ -205,10 +205,13 @@ def _new_figure(figsize: tuple[float, float] = (7.0, 3.0), right: float = 0.97) 
     return fig, fig.add_subplot()
 
 
-def plot_timeline(ax, timeline: StepTimeline, *, title: str | None = None, label_peak: bool = True) -> None:
+def plot_timeline(
+    ax, timeline: StepTimeline, *, title: str | None = None, label_peak: bool = True, alpha: float = 1.0
+) -> None:
     """Draw one optimizer step's memory timeline on ``ax``: live MiB per category stacked against the operation
-    index (``COLORS``), a dotted line at each micro-step's forward start, a dashed one at ``optimizer.step()``, and
-    the peak marked with its value and the two largest categories alive at that moment."""
+    index (``COLORS``; ``alpha`` < 1 draws them pale, as the explorer does for predicted timelines), a dotted line at
+    each micro-step's forward start, a dashed one at ``optimizer.step()``, and the peak marked with its value and the
+    two largest categories alive at that moment."""
     x = range(timeline.operations)
     ax.stackplot(
         x,
@@ -216,6 +219,7 @@ def plot_timeline(ax, timeline: StepTimeline, *, title: str | None = None, label
         labels=[c.replace("_", " ") for c in CATEGORIES],
         colors=[COLORS[c] for c in CATEGORIES],
         linewidth=0,
+        alpha=alpha,
     )
     for index, kind, _ in timeline.events:
         if kind == "forward":

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -21,11 +22,14 @@ from .memory import (
     MemoryProfile,
     StepConfig,
     StepMemory,
+    StepTimeline,
     measure_config,
     predict_step,
+    predict_timeline,
     profile_config,
+    timeline_config,
 )
-from .plots import COLORS, _new_figure, figure_png, fits_summary, plot_breakdown
+from .plots import COLORS, _new_figure, figure_png, fits_summary, plot_breakdown, plot_timeline
 
 __all__ = [
     "ACCUM_OPTIONS",
@@ -117,9 +121,10 @@ class MemoryExplorer:
 
     * ``accum_slider``: the ``SelectionSlider`` whose description is ``"accumulation steps"``; ``batch_slider``,
       ``width_slider``, ``depth_slider``, ``optimizer_buttons``, ``precision_buttons``, ``capacity_dropdown``,
-      ``measure_button``, ``progress``;
+      ``measure_button``, ``save_button`` (both panels into PNG files: ``save_png``), ``progress``;
     * ``sentence``: an ``HTML`` widget with the CSS class ``gradacc-fits`` holding the "fits / smallest N" sentence;
     * ``figure``: the ``Output`` widget with the figure (CSS class ``gradacc-figure``); ``png`` its latest bytes;
+      ``timeline_figure`` (``gradacc-timeline``) and ``timeline_png``: the same for the selected N's timeline;
     * ``state()``: a dict of what is shown; ``widget``: the whole ``VBox`` (displaying the explorer displays it).
 
     Args:
@@ -127,7 +132,8 @@ class MemoryExplorer:
             values must be among the slider options.
         accum_steps: the starting N.
         measurements: ``StepMemory`` results already measured for ``config`` (e.g. by the lesson), cached as is.
-        profile: a ``MemoryProfile`` of ``config`` for the predicted curve.
+        profile: a ``MemoryProfile`` of ``config`` for the predicted curve (and the predicted, pale, timelines).
+        timelines: ``StepTimeline`` s measured for ``config`` (``gradacc.memory.timeline_config``), one per N.
         capacity: ``(label, MiB)`` for the capacity line; default: the GPU's total memory on a GPU runtime, else the
             first preset.
         method: how **Measure** measures real steps (``gradacc.memory.METHODS``); default: ``"cuda"`` on a GPU,
@@ -146,6 +152,7 @@ class MemoryExplorer:
         *,
         measurements: Sequence[StepMemory] = (),
         profile: MemoryProfile | None = None,
+        timelines: Sequence[StepTimeline] = (),
         capacity: tuple[str, float] | None = None,
         method: str | None = None,
         real_limit_mib: float | None = None,
@@ -180,6 +187,10 @@ class MemoryExplorer:
         self._profiles: dict[StepConfig, MemoryProfile] = {}
         self._predicted: dict[StepConfig, list[StepMemory]] = {}
         self._chart: tuple | None = None
+        self._timelines: dict[tuple[StepConfig, int], StepTimeline] = {}
+        self._timeline_pngs: dict[tuple, bytes] = {}
+        if timelines:
+            self.add_timelines(config, timelines)
         if measurements:
             self.add_measurements(config, measurements)
         if profile is not None:
@@ -188,6 +199,7 @@ class MemoryExplorer:
         self.redraws = 0
         self.measure_runs = 0
         self.png = b""
+        self.timeline_png = b""
         self._state: dict[str, Any] = {}
 
         wide = {"description_width": "initial"}
@@ -232,17 +244,21 @@ class MemoryExplorer:
         self.sentence.add_class("gradacc-fits")
         self.figure = w.Output()
         self.figure.add_class("gradacc-figure")
+        self.timeline_figure = w.Output()
+        self.timeline_figure.add_class("gradacc-timeline")
+        self.save_button = w.Button(description="Save PNGs")
         self.widget = w.VBox(
             [
                 w.HBox([self.accum_slider, self.batch_slider]),
                 w.HBox([self.width_slider, self.depth_slider]),
                 w.HBox([self.optimizer_buttons, self.precision_buttons]),
-                w.HBox([self.capacity_dropdown, self.measure_button, self.progress]),
+                w.HBox([self.capacity_dropdown, self.measure_button, self.save_button, self.progress]),
                 self.status,
                 self.sentence,
                 self.title,
                 self.figure,
                 self.legend,
+                self.timeline_figure,
             ]
         )
         self.widget.add_class("gradacc-memory-explorer")
@@ -255,8 +271,9 @@ class MemoryExplorer:
             self.precision_buttons,
             self.capacity_dropdown,
         ):
-            control.observe(self._on_change, names="value")
+            control.observe(lambda change: self.redraw(), names="value")
         self.measure_button.on_click(self._on_measure)
+        self.save_button.on_click(lambda button: self.save_png())
         self.redraw()
 
     # -- the cache -----------------------------------------------------------------------------------------------
@@ -278,6 +295,39 @@ class MemoryExplorer:
         self._profiles[self._profile_key(config)] = profile
         key = self._profile_key(config)
         self._predicted = {c: rows for c, rows in self._predicted.items() if self._profile_key(c) != key}
+
+    def add_timelines(self, config: StepConfig, timelines: Sequence[StepTimeline]) -> None:
+        """Cache measured ``StepTimeline`` s of ``config`` (one per N): the timeline panel shows them."""
+        for t in timelines:
+            if t.accum_steps * t.micro_batch_size != config.effective_batch_size:
+                raise ValueError(
+                    f"a timeline for effective batch {t.accum_steps * t.micro_batch_size} does not belong to "
+                    f"{config.label()}"
+                )
+            self._timelines[(config, t.accum_steps)] = t
+
+    def timeline(self) -> StepTimeline | None:
+        """The selected N's timeline: measured if cached, else predicted from the profile (``None`` without one)."""
+        config, n = self.config, self.accum_slider.value
+        if (config, n) not in self._timelines:
+            profile = self._profiles.get(self._profile_key(config))
+            if profile is None or not profile.timeline_activations:
+                return None
+            self._timelines[(config, n)] = predict_timeline(profile, config.effective_batch_size, n)
+        return self._timelines[(config, n)]
+
+    def save_png(self, folder: str = ".") -> list[str]:
+        """Write both panels as PNG files into ``folder`` (``memory-explorer-N8.png``, ``memory-timeline-N8.png``);
+        returns their paths and names them in the status line."""
+        n = self.accum_slider.value
+        paths = []
+        for name, data in (("memory-explorer", self.png), ("memory-timeline", self.timeline_png)):
+            if data:
+                path = Path(folder) / f"{name}-N{n}.png"
+                path.write_bytes(data)
+                paths.append(str(path))
+        self.status.value = f"saved {', '.join(paths)}"
+        return paths
 
     @property
     def config(self) -> StepConfig:
@@ -395,13 +445,32 @@ class MemoryExplorer:
         with self.figure:
             self.figure.clear_output(wait=True)
             display(Image(data=self.png, format="png"))
+        timeline = self.timeline()
+        state["timeline_source"] = None if timeline is None else ("predicted" if timeline.predicted else "measured")
+        state["timeline_teeth"] = None if timeline is None else timeline.teeth()
+        self.timeline_png = self._timeline_png(config, n, timeline)
+        with self.timeline_figure:
+            self.timeline_figure.clear_output(wait=True)
+            if self.timeline_png:
+                display(Image(data=self.timeline_png, format="png"))
         self.redraws += 1
         self.last_redraw_s = time.perf_counter() - start
         state.update(redraws=self.redraws, last_redraw_s=self.last_redraw_s)
         self._state = state
 
-    def _on_change(self, change: dict[str, Any]) -> None:
-        self.redraw()
+    def _timeline_png(self, config: StepConfig, n: int, timeline: StepTimeline | None) -> bytes:
+        """The timeline panel as PNG bytes, drawn once per (configuration, N, source) and then reused."""
+        if timeline is None:
+            return b""
+        key = (config, n, timeline.predicted, timeline.peak_mib)
+        if key not in self._timeline_pngs:
+            fig, ax = _new_figure((7.0, 2.6))
+            source = "predicted from the profile" if timeline.predicted else "measured"
+            title = f"one optimizer step, N = {n} (micro-batch {timeline.micro_batch_size}), {source}"
+            plot_timeline(ax, timeline, title=title, alpha=0.45 if timeline.predicted else 1.0)
+            ax.set_ylabel("live MiB", fontsize=9)
+            self._timeline_pngs[key] = figure_png(fig)
+        return self._timeline_pngs[key]
 
     # -- measuring -----------------------------------------------------------------------------------------------
     def _runs_for_real(self, config: StepConfig, profile: MemoryProfile) -> bool:
@@ -436,6 +505,8 @@ class MemoryExplorer:
                 result = measure_config(config, n, method=self.method) if real else measure_config(config, n, fake=True)
                 results.append(result)
                 self.add_measurements(config, [result])
+                if real:  # the timeline panel's measured timeline (one more step on the counter)
+                    self.add_timelines(config, [timeline_config(config, n)])
                 self.progress.value = i + 2
             self.status.value = f"measured N = {', '.join(map(str, values))} {how}; the rest is predicted"
         except Exception as exc:  # shown in the widget; the learner's kernel keeps running

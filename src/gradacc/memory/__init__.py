@@ -13,7 +13,7 @@ slack). Units: MiB (2**20 bytes) and seconds; batch sizes in samples.
 * ``config``: the lessons' setups (``StepConfig``), ``measure_config`` and ``measure_sweep`` (real or fake tensors);
 * ``predict``: ``MemoryProfile``, ``profile_model``, ``predict_step``, ``smallest_fitting_accum_steps``;
 * ``timeline``: ``StepTimeline``, ``record_timeline``, ``timeline_config``: every category after every operation of
-  one step, with the micro-steps marked;
+  one step, with the micro-steps marked; ``predict_timeline`` draws the same from a profile;
 * ``xla``: XLA's compiled memory analysis for JAX.
 
 A teaching module: lessons, the widgets and the benchmark import it; it imports only ``data``, ``models`` and
@@ -33,7 +33,7 @@ from .options import (
     optimizer_state_bytes,
 )
 from .predict import MemoryProfile, predict_step, profile_config, profile_model, smallest_fitting_accum_steps
-from .timeline import StepTimeline, record_timeline, timeline_config
+from .timeline import StepTimeline, predict_timeline, record_timeline, timeline_config
 from .tracker import CATEGORIES, MIB, LiveStorageCounter, StepMemory, format_breakdown
 from .xla import jax_compiled_memory, jax_memory_analysis
 
@@ -68,4 +68,5 @@ __all__ = [
     "StepTimeline",
     "record_timeline",
     "timeline_config",
+    "predict_timeline",
 ]

@@ -51,7 +51,8 @@ class MemoryProfile:
     when ``profile_model`` measured them, ``timeline_*``: after each operation of the probe's forward+backward the
     activation and temporary bytes as ``fixed + per_sample * b`` and the gradient bytes written so far. The operations
     are the same for every b, so the peak at any micro-batch size is the largest point of this timeline (without a
-    timeline: everything kept until the end of the forward pass).
+    timeline: everything kept until the end of the forward pass); ``timeline_backward_start`` is the index of the
+    backward pass's first operation in it.
     """
 
     n_params: int
@@ -66,6 +67,7 @@ class MemoryProfile:
     timeline_activations: list[tuple[float, float]] = field(default_factory=list)
     timeline_temporaries: list[tuple[float, float]] = field(default_factory=list)
     timeline_gradients: list[float] = field(default_factory=list)
+    timeline_backward_start: int = 0
     description: str = ""
 
     @classmethod
@@ -115,8 +117,9 @@ def _fit(b1: int, v1: float, b2: int, v2: float) -> tuple[float, float]:
     return v1 - slope * b1, slope
 
 
-def _forward_backward_timeline(model, optimizer, x, y, loss_fn, items) -> tuple[list[tuple[int, int, int]], int]:
-    """One forward+backward from ``grad=None`` (no optimizer step): the per-operation timeline and saved activations."""
+def _forward_backward_timeline(model, optimizer, x, y, loss_fn, items) -> tuple[list[tuple[int, int, int]], int, int]:
+    """One forward+backward from ``grad=None`` (no optimizer step): the per-operation timeline, the saved activations
+    and the index of the backward pass's first operation."""
     counter = LiveStorageCounter()
     counter.track(model, optimizer, x, y)
     counter.timeline = []
@@ -125,12 +128,13 @@ def _forward_backward_timeline(model, optimizer, x, y, loss_fn, items) -> tuple[
             counter.phase = "activations"
             loss = loss_fn(model, (x, y)) / items
             saved = counter.current["activations"]
+            backward_start = len(counter.timeline)
             counter.phase = "temporaries"
             loss.backward()
             del loss
     finally:
         counter.remove_hooks()
-    return counter.timeline, saved
+    return counter.timeline, saved, backward_start
 
 
 def _optimizer_step_extra(model, optimizer) -> int:
@@ -190,7 +194,7 @@ def profile_model(
         probes.append(_forward_backward_timeline(model, optimizer, x, y, loss_fn, _window_items(y, fake)))
     step_extra = _optimizer_step_extra(model, optimizer)  # with the gradients of the last probe in place
     optimizer.zero_grad(set_to_none=True)
-    (t1, s1), (t2, s2) = probes
+    (t1, s1, _), (t2, s2, backward_start) = probes
     if len(t1) != len(t2):
         raise RuntimeError(
             f"the probes at micro-batch sizes {b1} and {b2} ran {len(t1)} and {len(t2)} operations; profile_model "
@@ -215,6 +219,7 @@ def profile_model(
         timeline_activations=acts,
         timeline_temporaries=temps,
         timeline_gradients=grads,
+        timeline_backward_start=backward_start,
         description=description,
     )
 

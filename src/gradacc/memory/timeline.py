@@ -22,9 +22,11 @@ from ..accumulation import sum_cross_entropy
 from ..data import check_accum_steps
 from .config import StepConfig, _fake_setup, _quiet_fake
 from .measure import _accumulated_step, _CudaAllocator, _is_fake, _micro_batches, _window_items
+from .options import check_divisible
+from .predict import MemoryProfile
 from .tracker import CATEGORIES, LiveStorageCounter, _mib
 
-__all__ = ["StepTimeline", "record_timeline", "timeline_config"]
+__all__ = ["StepTimeline", "record_timeline", "timeline_config", "predict_timeline"]
 
 
 @dataclass
@@ -45,6 +47,7 @@ class StepTimeline:
     device: str = "cpu"
     fake: bool = False
     allocator_mib: list[float] = field(default_factory=list)
+    predicted: bool = False
 
     @property
     def operations(self) -> int:
@@ -112,6 +115,7 @@ class StepTimeline:
             "mib": self.mib,
             "events": [list(e) for e in self.events],
             "allocator_mib": self.allocator_mib,
+            "predicted": self.predicted,
         }
 
 
@@ -228,3 +232,42 @@ def timeline_config(
     model, optimizer = config.build(device, seed)
     x, y = config.batch(device, seed)
     return record_timeline(model, optimizer, x, y, accum_steps)
+
+
+def predict_timeline(profile: MemoryProfile, effective_batch_size: int, accum_steps: int) -> StepTimeline:
+    """The timeline ``predict_step`` implies, without running the model: the profile's forward+backward timeline at
+    micro-batch b = effective batch / N, N times (the gradient buffer is what the first backward pass has written so
+    far, then the whole buffer), then ``optimizer.step()`` (its scratch on top of the persistent state) and
+    ``zero_grad``. Its peak equals ``predict_step``'s. Needs a profile from ``profile_model`` (with a timeline).
+
+    Raises:
+        ValueError: bad N, an effective batch not divisible by N, or a profile without a timeline (``analytic``).
+    """
+    b = check_divisible(effective_batch_size, accum_steps)
+    p = profile
+    if not p.timeline_activations:
+        raise ValueError("predict_timeline needs a profile measured by profile_model (an analytic one has no timeline)")
+    held = {
+        "parameters": _mib(p.parameter_bytes),
+        "optimizer_state": _mib(p.optimizer_state_bytes),
+        "other": _mib(p.input_bytes_per_sample * effective_batch_size + p.other_bytes),
+    }
+    mib: dict[str, list[float]] = {c: [] for c in CATEGORIES}
+    events: list[tuple[int, str, int]] = []
+
+    def point(gradients: float, activations: float = 0.0, temporaries: float = 0.0) -> None:
+        values = {**held, "gradients": gradients, "activations": activations, "temporaries": temporaries}
+        for c in CATEGORIES:
+            mib[c].append(values[c])
+
+    for k in range(1, accum_steps + 1):
+        start = len(mib["parameters"])
+        events += [(start, "forward", k), (start + p.timeline_backward_start, "backward", k)]
+        for (af, a_s), (tf, ts), g in zip(p.timeline_activations, p.timeline_temporaries, p.timeline_gradients,
+                                         strict=True):  # fmt: skip
+            grads = g if k == 1 else p.gradient_bytes
+            point(_mib(grads), _mib(max(0.0, af + a_s * b)), _mib(max(0.0, tf + ts * b)))
+    events.append((len(mib["parameters"]), "optimizer step", 0))
+    point(_mib(p.gradient_bytes), temporaries=_mib(p.optimizer_step_bytes))
+    point(0.0)  # after zero_grad(set_to_none=True)
+    return StepTimeline(accum_steps=accum_steps, micro_batch_size=b, mib=mib, events=events, predicted=True)
