@@ -8,6 +8,7 @@ and this file's own preamble, and PRINTS the student's results on inputs drawn f
 import torch
 import torch.nn.functional as F
 
+from gradacc.course.checks.lesson03 import timeline_from_parts
 from gradacc.models import make_digits_model
 
 
@@ -18,6 +19,11 @@ def outcome(fn, *args, **kwargs) -> str:
     except Exception as exc:  # the reference raises ValueError on bad input
         return type(exc).__name__
     return "None" if value is None else f"{float(value):.6g}"
+
+
+def eighths(low, high):
+    """A random multiple of 1/8 in [low, high]: exact in floating point, whatever the order of the additions."""
+    return rng.randint(low * 8, high * 8) / 8
 
 
 # %% hidden 3.1
@@ -88,10 +94,6 @@ def show_peak(label, breakdown, ns):
     print(f"{label}: " + "; ".join(results))
 
 
-def eighths(low, high):
-    return rng.randint(low * 8, high * 8) / 8  # exact in floating point, whatever the order of the additions
-
-
 # every seed: an SGD step (rises from N = 1 to 2), an Adam step with activations large enough to fall with N until
 # the optimizer step takes over, and N < 1; values random, no ties between the two moments (checked)
 params = eighths(4, 64)
@@ -107,3 +109,33 @@ adam = {
     "step_scratch": eighths(0, 4) + params / 2,
 }
 show_peak("Adam", adam, (1, rng.choice([2, 3]), rng.choice([4, 6, 8]), 64, rng.choice([0, -1, -4])))
+
+
+# %% hidden 3.5
+def show_timeline(label, timeline, ns):
+    results = []
+    for n in ns:
+        try:
+            peak, moment = quietly(peak_for_n, timeline, n)
+            results.append(f"N={n}: {float(peak):.6g} {moment}")
+        except Exception as exc:  # the reference raises ValueError for N < 2
+            results.append(f"N={n}: {type(exc).__name__}")
+    print(f"{label} (measured at N = {timeline.accum_steps}): " + "; ".join(results))
+
+
+# every seed: an activation-bound timeline (to larger and smaller N), a flat one whose peak is in optimizer.step()
+# at N0 but moves into the micro-steps at a smaller N, and N < 2; values in eighths, no ties between the two moments
+params = eighths(1, 32)
+n0 = rng.choice([2, 4, 8])
+bound = timeline_from_parts(
+    n0, 64, parameters=params, gradients=params, optimizer_state=2 * params, other=eighths(0, 2),
+    activations=params * rng.choice([8, 12, 16]) + 1 / 8, temporaries=eighths(1, 16), step_scratch=eighths(0, 4),
+)  # fmt: skip
+show_timeline("activation-bound", bound, (2 if n0 > 2 else 4, n0 * rng.choice([2, 4]), 256))
+n0 = rng.choice([8, 16])
+acts, temps = eighths(1, 4), eighths(1, 4)
+flat = timeline_from_parts(
+    n0, 32, parameters=params, gradients=params, optimizer_state=2 * params, other=eighths(0, 2),
+    activations=acts, temporaries=temps, step_scratch=2 * (acts + temps),  # at N = 2 the micro-steps win (x >= 4)
+)  # fmt: skip
+show_timeline("flat", flat, (2, 2 * n0, rng.choice([1, 0, -2])))

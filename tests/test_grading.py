@@ -728,12 +728,12 @@ def test_one_assignment_gives_one_row_per_student_by_default(corpus, tmp_path):
 
 @pytest.mark.notebook
 def test_a_bonus_check_counts_on_top_of_the_maximum():
-    """Exercise 3.3 is a bonus (metadata gradacc.bonus): 03's maximum is 3.1 + 3.2 + 3.4 = 7 points."""
+    """Exercise 3.3 is a bonus (metadata gradacc.bonus): 03's maximum is 3.1 + 3.2 + 3.4 + 3.5 = 9 points."""
     ref = load_references(ROOT / "solutions", None, ["03_memory"])["03_memory"]
     assert [(c["check"], c["points"], c["bonus"]) for c in ref.checks] == [
-        ("3.1", 1, False), ("3.2", 3, False), ("3.3", 1, True), ("3.4", 3, False)
+        ("3.1", 1, False), ("3.2", 3, False), ("3.3", 1, True), ("3.4", 3, False), ("3.5", 2, False)
     ]  # fmt: skip
-    assert ref.max_points == 7
+    assert ref.max_points == 9
 
 
 def test_grade_bench_writes_a_class_to_grade(corpus, tmp_path, capsys):

@@ -143,3 +143,51 @@ def peak_at(breakdown, accum_steps):
     backward = (b["parameters"] + b["optimizer_state"] + b["activations"] + gradient_buffer) / accum_steps
     step = b["parameters"] + b["gradients"] + b["optimizer_state"] + b["step_scratch"]
     return (backward, "backward") if backward > step else (step, "optimizer.step")
+
+
+# %% 3.5 the whole micro-step total scaled by N0 / N (parameters, gradients and optimizer state shrink too)
+def peak_for_n(timeline, accum_steps):
+    if accum_steps < 2 or timeline.accum_steps < 2:
+        raise ValueError(f"N must be >= 2, got {accum_steps}")
+    total = timeline.total
+    step_at = timeline.event_index("optimizer step")
+    micro = max(total[:step_at]) * timeline.accum_steps / accum_steps
+    step = max(total[step_at:])
+    return (micro, "micro-step") if micro > step else (step, "optimizer step")
+
+
+# %% 3.5 the optimizer step forgotten: the scaled micro-step peak, always
+def peak_for_n(timeline, accum_steps):
+    if accum_steps < 2 or timeline.accum_steps < 2:
+        raise ValueError(f"N must be >= 2, got {accum_steps}")
+    total = timeline.total
+    step_at = timeline.event_index("optimizer step")
+    b = timeline.at(max(range(step_at), key=lambda i: total[i]))
+    fixed = b["parameters"] + b["gradients"] + b["optimizer_state"] + b["other"]
+    return fixed + (b["activations"] + b["temporaries"]) * timeline.accum_steps / accum_steps, "micro-step"
+
+
+# %% 3.5 only the activations scaled (the backward pass's temporaries belong to the micro-batch too)
+def peak_for_n(timeline, accum_steps):
+    if accum_steps < 2 or timeline.accum_steps < 2:
+        raise ValueError(f"N must be >= 2, got {accum_steps}")
+    total = timeline.total
+    step_at = timeline.event_index("optimizer step")
+    b = timeline.at(max(range(step_at), key=lambda i: total[i]))
+    fixed = b["parameters"] + b["gradients"] + b["optimizer_state"] + b["other"] + b["temporaries"]
+    micro = fixed + b["activations"] * timeline.accum_steps / accum_steps
+    step = max(total[step_at:])
+    return (micro, "micro-step") if micro > step else (step, "optimizer step")
+
+
+# %% 3.5 the timeline's overall peak read instead of the micro-steps' highest point (wrong when optimizer.step() holds it)
+def peak_for_n(timeline, accum_steps):
+    if accum_steps < 2 or timeline.accum_steps < 2:
+        raise ValueError(f"N must be >= 2, got {accum_steps}")
+    total = timeline.total
+    step_at = timeline.event_index("optimizer step")
+    b = timeline.at(timeline.peak_index)
+    fixed = b["parameters"] + b["gradients"] + b["optimizer_state"] + b["other"]
+    micro = fixed + (b["activations"] + b["temporaries"]) * timeline.accum_steps / accum_steps
+    step = max(total[step_at:])
+    return (micro, "micro-step") if micro > step else (step, "optimizer step")

@@ -1,5 +1,6 @@
 """Checks of lesson 03 (``03_memory``): activation memory of a micro-batch, the smallest N that fits a budget, a
-live-storage counter written from scratch, and where a step's peak sits for a given N.
+live-storage counter written from scratch, where a step's peak sits for a given N, and the peak at another N read
+off a measured timeline.
 
 Each check runs the learner's code on inputs of its own (not the notebook's), compares with ``gradacc.memory``, prints
 exactly one line (``Exercise 3.1: correct`` or ``Exercise 3.1: incorrect - <what is wrong>``) and returns ``None``.
@@ -12,7 +13,17 @@ from collections.abc import Callable
 import torch
 import torch.nn.functional as F
 
-from ...memory import MIB, LiveStorageCounter, MemoryProfile, predict_step, smallest_fitting_accum_steps
+from ...memory import (
+    CATEGORIES,
+    MIB,
+    LiveStorageCounter,
+    MemoryProfile,
+    StepConfig,
+    StepTimeline,
+    predict_step,
+    smallest_fitting_accum_steps,
+    timeline_config,
+)
 from ...models import make_digits_model
 from . import close, run_check
 
@@ -23,6 +34,9 @@ __all__ = [
     "BREAKDOWN_KEYS",
     "reference_peak_at",
     "check_peak_at",
+    "timeline_from_parts",
+    "reference_peak_for_n",
+    "check_peak_for_n",
 ]
 
 
@@ -235,3 +249,102 @@ def check_peak_at(peak_at: Callable) -> None:
         return None
 
     run_check("3.4", body)
+
+
+def timeline_from_parts(
+    accum_steps: int,
+    micro_batch_size: int,
+    *,
+    parameters: float,
+    gradients: float,
+    optimizer_state: float,
+    other: float,
+    activations: float,
+    temporaries: float,
+    step_scratch: float,
+) -> StepTimeline:
+    """A ``StepTimeline`` shaped like a measured one, from its parts (MiB): each micro-step's forward pass builds
+    ``activations`` in four equal layers; its backward pass starts with ``temporaries`` on top (the micro-step's
+    highest point) and frees both; micro-step 1's backward pass writes the gradient buffer, full from then on; then
+    ``optimizer.step()`` adds ``step_scratch`` and ``zero_grad`` frees the buffer."""
+    mib: dict[str, list[float]] = {c: [] for c in CATEGORIES}
+    events: list[tuple[int, str, int]] = []
+    held = {"parameters": parameters, "optimizer_state": optimizer_state, "other": other}
+
+    def point(grads: float, acts: float = 0.0, temps: float = 0.0) -> None:
+        values = {**held, "gradients": grads, "activations": acts, "temporaries": temps}
+        for c in CATEGORIES:
+            mib[c].append(float(values[c]))
+
+    for k in range(1, accum_steps + 1):
+        before = 0.0 if k == 1 else gradients
+        events.append((len(mib["parameters"]), "forward", k))
+        for layer in range(1, 5):
+            point(before, activations * layer / 4)
+        events.append((len(mib["parameters"]), "backward", k))
+        point(before, activations, temporaries)
+        point((before + gradients) / 2, activations / 2, temporaries / 2)
+        point(gradients)
+    events.append((len(mib["parameters"]), "optimizer step", 0))
+    point(gradients, temps=step_scratch)
+    point(0.0)
+    return StepTimeline(accum_steps=accum_steps, micro_batch_size=micro_batch_size, mib=mib, events=events)
+
+
+def reference_peak_for_n(timeline: StepTimeline, accum_steps: int) -> tuple[float, str]:
+    """Exercise 3.5's answer: from a timeline measured at N0 >= 2, ``(peak MiB, "micro-step" | "optimizer step")``
+    of the same step at N = ``accum_steps`` >= 2 (same effective batch).
+
+    The micro-steps' highest point (before ``optimizer.step()``) holds parameters, the full gradient buffer, optimizer
+    state and other, which N does not change, plus one micro-batch's activations and temporaries, which scale as
+    N0 / N (micro-batch B / N). The optimizer step's highest point does not depend on N. The peak is the larger
+    (``"optimizer step"`` on a tie), as in ``gradacc.memory.predict_step``.
+
+    Raises:
+        ValueError: ``accum_steps < 2`` or a timeline measured at N0 < 2 (no full gradient buffer in the micro-steps).
+    """
+    if accum_steps < 2 or timeline.accum_steps < 2:
+        raise ValueError(
+            f"N = {accum_steps} from a timeline at N = {timeline.accum_steps}: both must be >= 2 (at N = 1 the "
+            "gradient buffer is not full during the micro-step)"
+        )
+    total = timeline.total
+    step_at = timeline.event_index("optimizer step")
+    b = timeline.at(max(range(step_at), key=total.__getitem__))
+    scale = timeline.accum_steps / accum_steps
+    fixed = b["parameters"] + b["gradients"] + b["optimizer_state"] + b["other"]
+    micro = fixed + (b["activations"] + b["temporaries"]) * scale
+    step = max(total[step_at:])
+    return (micro, "micro-step") if micro > step else (step, "optimizer step")
+
+
+def check_peak_for_n(peak_for_n: Callable) -> None:
+    """Exercise 3.5: ``peak_for_n(timeline, accum_steps) -> (peak_mib, moment)`` from a ``StepTimeline`` measured at
+    N0 >= 2: a real one (an MLP measured here), an activation-bound and a flat one (``timeline_from_parts``), each
+    at an N above and below N0; N < 2 raises ``ValueError``."""
+    parts = {"parameters": 4.0, "gradients": 4.0, "optimizer_state": 8.0, "other": 1.0}
+    bound = timeline_from_parts(4, 64, **parts, activations=32.0, temporaries=16.0, step_scratch=4.0)
+    flat = timeline_from_parts(8, 32, **{**parts, "optimizer_state": 16.0}, activations=2.0, temporaries=3.0,
+                               step_scratch=9.0)  # fmt: skip
+    real = timeline_config(StepConfig(width=128, depth=2, effective_batch_size=512), 4, device="cpu")
+    cases = [(real, (2, 16)), (bound, (2, 8, 64)), (flat, (2, 16))]
+
+    def body() -> str | None:
+        for timeline, ns in cases:
+            for n in ns:
+                want = reference_peak_for_n(timeline, n)
+                got = peak_for_n(timeline, n)
+                if not (isinstance(got, tuple) and len(got) == 2):
+                    return f"peak_for_n(timeline, {n}) returned {got!r}; return a tuple (peak_mib, moment)"
+                where = f"peak_for_n(timeline measured at N = {timeline.accum_steps}, {n})"
+                problem = close(f"{where} peak", got[0], want[0], 1e-6)
+                if problem:
+                    return problem
+                if got[1] != want[1]:
+                    return f"{where} moment = {got[1]!r}, expected {want[1]!r} (compare the two moments' peaks)"
+        for n in (1, 0):
+            if not _raises_value_error(peak_for_n, bound, n):
+                return f"peak_for_n(timeline, {n}) should raise ValueError (N must be >= 2)"
+        return None
+
+    run_check("3.5", body)
