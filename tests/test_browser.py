@@ -174,11 +174,15 @@ def run_cell(page, index: int, timeout_s: float = 180) -> None:
     page.wait_for_function(_HAS_COUNT, arg=prompt.element_handle(), timeout=max(1, deadline - time.monotonic()) * 1000)
 
 
-_WATCH = """([root, figureSelector, sentenceSelector]) => {
-  // Times (ms after the key press) at which the figure and the sentence first differ from what they were before it.
-  const image = () => { const img = root.querySelector(figureSelector + " img"); return img ? img.src : null; };
+_WATCH = """([root, figureSelector, sentenceSelector, timelineSelector]) => {
+  // Times (ms after the key press) at which the figure, the sentence and (with a selector) the timeline panel first
+  // differ from what they were before it.
+  const src = (sel) => { const img = sel ? root.querySelector(sel + " img") : null; return img ? img.src : null; };
+  const image = () => src(figureSelector);
+  const timeline = () => src(timelineSelector);
   const text = () => { const el = root.querySelector(sentenceSelector); return el ? el.textContent : null; };
-  const st = window.__gradaccRedraw = {t0: null, figure: null, sentence: null, image0: image(), text0: text()};
+  const st = window.__gradaccRedraw = {t0: null, figure: null, sentence: null, timeline: timelineSelector ? null : 0,
+                                       image0: image(), text0: text(), timeline0: timeline()};
   if (!window.__gradaccObserver) {
     window.__gradaccObserver = new MutationObserver(() => {
       const s = window.__gradaccRedraw;
@@ -186,6 +190,7 @@ _WATCH = """([root, figureSelector, sentenceSelector]) => {
       const now = performance.now() - s.t0;
       if (s.figure === null && image() !== null && image() !== s.image0) s.figure = now;
       if (s.sentence === null && text() !== null && text() !== s.text0) s.sentence = now;
+      if (s.timeline === null && timeline() !== null && timeline() !== s.timeline0) s.timeline = now;
     });
     window.__gradaccObserver.observe(root, {subtree: true, childList: true, characterData: true, attributes: true});
     document.addEventListener("keydown", (e) => {
@@ -217,14 +222,15 @@ def drive_explorer(
     slider: str,
     figure: str,
     sentence: str,
+    timeline: str = "",
     moves: int,
     tmp: Path,
     name: str,
 ) -> dict:
     """Open ``notebook`` (a copy) in JupyterLab in headless Chromium, run ``cells`` (indices among all cells), then
     press ArrowRight (ArrowLeft once the slider is at its maximum) ``moves`` times on the slider whose description is
-    ``slider`` inside the element matching ``explorer``; after each press wait until the image in ``figure`` and the
-    text of ``sentence`` changed.
+    ``slider`` inside the element matching ``explorer``; after each press wait until the image in ``figure``, the
+    text of ``sentence`` and (with ``timeline``) the image in ``timeline`` changed.
 
     With ``kernel_probe`` (one line of code), a cell holding it is then inserted under the last cell run, typed and
     run; its output text is returned as ``"kernel_probe"``.
@@ -270,6 +276,8 @@ def drive_explorer(
             seconds["cells_run"] = time.perf_counter() - start
             widget = page.locator(explorer).first
             widget.locator(f"{figure} img").first.wait_for(timeout=60_000)
+            if timeline:
+                widget.locator(f"{timeline} img").first.wait_for(timeout=60_000)
             assert "Error displaying widget" not in widget.inner_text()
             control = widget.locator(f".widget-slider:has(label:text-is('{slider}'))")
             assert control.count() == 1, f"no slider described {slider!r} in {explorer}"
@@ -277,18 +285,18 @@ def drive_explorer(
             result = {"redraw_ms": [], "values": [readout.text_content()], "sentences": []}
             result["sentences"].append(widget.locator(sentence).first.text_content())
             for _ in range(moves):
-                page.evaluate(_WATCH, [widget.element_handle(), figure, sentence])
+                page.evaluate(_WATCH, [widget.element_handle(), figure, sentence, timeline])
                 handle.focus()
                 at_max = handle.get_attribute("aria-valuenow") == handle.get_attribute("aria-valuemax")
                 key = "ArrowLeft" if at_max else "ArrowRight"
                 result.setdefault("keys", []).append(key)
                 page.keyboard.press(key)
                 page.wait_for_function(
-                    "() => window.__gradaccRedraw.figure !== null && window.__gradaccRedraw.sentence !== null",
+                    "() => ['figure', 'sentence', 'timeline'].every((k) => window.__gradaccRedraw[k] !== null)",
                     timeout=60_000,
                 )
                 timing = page.evaluate("() => window.__gradaccRedraw")
-                result["redraw_ms"].append(round(max(timing["figure"], timing["sentence"]), 1))
+                result["redraw_ms"].append(round(max(timing["figure"], timing["sentence"], timing["timeline"]), 1))
                 result["values"].append(readout.text_content())
                 result["sentences"].append(widget.locator(sentence).first.text_content())
             widget.screenshot(path=ARTIFACTS / f"browser-{name}-explorer.png")
@@ -360,6 +368,7 @@ def test_memory_explorer_in_jupyterlab(tmp_path: Path):
         slider="accumulation steps",  # MemoryExplorer.accum_slider's description
         figure=".gradacc-figure",  # MemoryExplorer.figure's CSS class (an Output widget showing a PNG)
         sentence=".gradacc-fits",  # MemoryExplorer.sentence's CSS class
+        timeline=".gradacc-timeline",  # MemoryExplorer.timeline_figure's CSS class (issue 17: the timeline panel)
         moves=3,
         # the kernel's share of the last redraw (MemoryExplorer.last_redraw_s: sentence, figure, PNG, display)
         kernel_probe=f"print(round({explorer_variable(LESSON)}.last_redraw_s * 1000, 1))",
@@ -382,7 +391,8 @@ def test_memory_explorer_in_jupyterlab(tmp_path: Path):
     for before, after, value in zip(sentences[:-1], sentences[1:], values[1:], strict=True):
         assert after != before and SENTENCE.match(after), (before, after)
         assert SENTENCE.match(after).group(1) == value, (value, after)
-    assert len(redraw) == len(result["keys"]) == 3  # every key press redrew the figure and the sentence (measured)
+    # every key press redrew the figure, the sentence and the timeline panel (each waited for until it changed)
+    assert len(redraw) == len(result["keys"]) == 3
     assert (ARTIFACTS / "browser-03_memory-explorer.png").stat().st_size > 5_000
     # legibility (issue 14): the figures on the page, the lesson's and the explorer's, are not shrunk below 9 pt text
     figures = result["figures"]

@@ -21,6 +21,7 @@ __all__ = [
     "fits_summary",
     "plot_breakdown",
     "plot_timeline",
+    "timeline_panel_png",
     "figure_png",
 ]
 
@@ -210,8 +211,8 @@ def plot_timeline(
 ) -> None:
     """Draw one optimizer step's memory timeline on ``ax``: live MiB per category stacked against the operation
     index (``COLORS``; ``alpha`` < 1 draws them pale, as the explorer does for predicted timelines), a dotted line at
-    each micro-step's forward start, a dashed one at ``optimizer.step()``, and the peak marked with its value and the
-    two largest categories alive at that moment."""
+    each micro-step's forward start and a dashed one at ``optimizer.step()`` (both in the legend), and the peak marked
+    with its value and the largest category alive at that moment."""
     x = range(timeline.operations)
     ax.stackplot(
         x,
@@ -221,27 +222,33 @@ def plot_timeline(
         linewidth=0,
         alpha=alpha,
     )
-    for index, kind, _ in timeline.events:
-        if kind == "forward":
-            ax.axvline(index, color="0.35", lw=0.8, ls=":")
-        elif kind == "optimizer step":
-            ax.axvline(index, color="black", lw=1.2, ls="--")
+    starts = [index for index, kind, _ in timeline.events if kind == "forward"]
+    for k, index in enumerate(starts if len(starts) <= 16 else []):  # more lines than that would hide the teeth
+        ax.axvline(index, color="0.35", lw=0.8, ls=":", label="a micro-step starts" if k == 0 else None)
+    step_at = timeline.event_index("optimizer step")
+    ax.axvline(step_at, color="black", lw=1.2, ls="--", label="optimizer.step()")
     if timeline.allocator_mib:  # a CUDA device: what the caching allocator held after each operation
         ax.plot(x, timeline.allocator_mib, color="black", lw=1, label="CUDA allocator")
     peak, at = timeline.peak_mib, timeline.peak_index
     ax.plot([at], [peak], "v", color="black", ms=7)
     if label_peak:
         breakdown = timeline.at(at)
-        largest = sorted(breakdown, key=breakdown.get, reverse=True)[:2]
-        what = " + ".join(c.replace("_", " ") for c in largest)
-        ax.annotate(
-            f"peak {format_mib(peak)}\n({what})",
-            (at, peak),
-            xytext=(6, -4),
-            textcoords="offset points",
-            va="top",
-            fontsize=9,
-        )
+        largest = max(breakdown, key=breakdown.get).replace("_", " ")
+        ax.annotate(f"peak {format_mib(peak)}\nlargest: {largest}", (at, peak), xytext=(0, 7), textcoords="offset points",
+                    ha="left" if at < 0.5 * timeline.operations else "right", va="bottom", fontsize=9)  # fmt: skip
+    ax.set_ylim(0, max(ax.get_ylim()[1], 1.35 * peak))
     ax.set_xlim(0, timeline.operations - 1)
-    ax.set_xlabel("operation (dotted: a micro-step starts; dashed: optimizer.step())", fontsize=9)
+    ax.set_xlabel("operation", fontsize=9)
     ax.set_title(title or f"N = {timeline.accum_steps} (micro-batch {timeline.micro_batch_size})", fontsize=10)
+
+
+def timeline_panel_png(timeline: StepTimeline) -> bytes:
+    """One timeline as the memory explorer's panel (7 x 2.8 in, PNG bytes): ``plot_timeline`` titled with N, the
+    micro-batch and where it comes from, pale when predicted."""
+    fig, ax = _new_figure((7.0, 2.8))
+    fig.subplots_adjust(top=0.88, bottom=0.17)
+    source = "predicted from the profile" if timeline.predicted else "measured"
+    title = f"one optimizer step, N = {timeline.accum_steps} (micro-batch {timeline.micro_batch_size}), {source}"
+    plot_timeline(ax, timeline, title=title, alpha=0.45 if timeline.predicted else 1.0)
+    ax.set_ylabel("live MiB", fontsize=9)
+    return figure_png(fig)

@@ -29,7 +29,7 @@ from .memory import (
     profile_config,
     timeline_config,
 )
-from .plots import COLORS, _new_figure, figure_png, fits_summary, plot_breakdown, plot_timeline
+from .plots import COLORS, _new_figure, figure_png, fits_summary, plot_breakdown, timeline_panel_png
 
 __all__ = [
     "ACCUM_OPTIONS",
@@ -274,6 +274,8 @@ class MemoryExplorer:
             control.observe(lambda change: self.redraw(), names="value")
         self.measure_button.on_click(self._on_measure)
         self.save_button.on_click(lambda button: self.save_png())
+        for n in ACCUM_OPTIONS:  # every N's timeline drawn once now: a slider move then shows a cached PNG
+            self._timeline_png(config, n, self.timeline(n))
         self.redraw()
 
     # -- the cache -----------------------------------------------------------------------------------------------
@@ -306,9 +308,10 @@ class MemoryExplorer:
                 )
             self._timelines[(config, t.accum_steps)] = t
 
-    def timeline(self) -> StepTimeline | None:
-        """The selected N's timeline: measured if cached, else predicted from the profile (``None`` without one)."""
-        config, n = self.config, self.accum_slider.value
+    def timeline(self, accum_steps: int | None = None) -> StepTimeline | None:
+        """The timeline at N = ``accum_steps`` (default: the selected N) of the selected configuration: measured if
+        cached, else predicted from the profile (``None`` without one)."""
+        config, n = self.config, accum_steps or self.accum_slider.value
         if (config, n) not in self._timelines:
             profile = self._profiles.get(self._profile_key(config))
             if profile is None or not profile.timeline_activations:
@@ -464,12 +467,7 @@ class MemoryExplorer:
             return b""
         key = (config, n, timeline.predicted, timeline.peak_mib)
         if key not in self._timeline_pngs:
-            fig, ax = _new_figure((7.0, 2.6))
-            source = "predicted from the profile" if timeline.predicted else "measured"
-            title = f"one optimizer step, N = {n} (micro-batch {timeline.micro_batch_size}), {source}"
-            plot_timeline(ax, timeline, title=title, alpha=0.45 if timeline.predicted else 1.0)
-            ax.set_ylabel("live MiB", fontsize=9)
-            self._timeline_pngs[key] = figure_png(fig)
+            self._timeline_pngs[key] = timeline_panel_png(timeline)
         return self._timeline_pngs[key]
 
     # -- measuring -----------------------------------------------------------------------------------------------
