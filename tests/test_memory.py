@@ -167,6 +167,10 @@ def test_cuda_allocator_on_a_gpu():
     assert result.method == "cuda"
     assert result.peak_mib >= tracker.peak_mib - 0.01
     assert result.peak_mib <= 1.10 * tracker.peak_mib + 1.0
+    # the timeline on the GPU: the counter's categories plus the caching allocator after every operation (issue 17)
+    timeline = timeline_config(MLP, 4, device="cuda")
+    assert timeline.teeth() == 4 and len(timeline.allocator_mib) == timeline.operations
+    assert max(timeline.allocator_mib) >= timeline.peak_mib - 0.01
 
 
 # ---------------------------------------------------------------------------------------------------------------------
