@@ -44,6 +44,7 @@ from gradacc.launch import (
     torchrun_command,
 )
 from gradacc.models import TinyLM, make_digits_model
+from gradacc.sharded import run_fsdp_window
 
 # ---------------------------------------------------------------------------------------------- small pieces
 
@@ -287,6 +288,30 @@ def test_reentrant_checkpointing_fails_only_at_the_synchronizing_micro_step():
     for name in ("no checkpointing", "use_reentrant=False", "use_reentrant=False, find_unused_parameters"):
         assert outcome[name] == ["ok"] * 3
         assert result["settings"][name]["grad_diff"] == 0.0
+    assert psutil.Process().children(recursive=True) == []
+
+
+@pytest.mark.slow
+def test_fsdp2_accumulation_trades_gradient_memory_for_reduce_scatters():
+    """Issue 16, FSDP2 on 2 gloo ranks, N = 3: the default reduce-scatters on every micro-step and keeps only each
+    rank's gradient shard; set_requires_gradient_sync(False) keeps the whole unsharded gradient on every rank until
+    the last micro-step and reduce-scatters N times less; both give the one-process full-batch weights."""
+    result = run_fsdp_window(accum_steps=3, micro_batch_size=8, hidden=32, depth=2)
+    n, full_bytes = 3, result["parameter_bytes"]  # float32 gradients: one per parameter
+    groups = 2 + 1  # fully_shard on each of the 3 Linear layers; the root holds no parameters of its own
+    each, boundary = (result["modes"][m] for m in ("sync each micro-step", "sync at the boundary"))
+    assert result["world_size"] == 2
+    assert [m["reduce_scatter_single"] for m in each["micro_steps"]] == [groups * k for k in range(1, n + 1)]
+    assert [m["reduce_scatter_single"] for m in boundary["micro_steps"]] == [0] * (n - 1) + [groups]
+    # the all-gathers do not change: each micro-step gathers every group for its forward and again for its backward
+    assert [m["all_gather_single"] for m in each["micro_steps"]] == [2 * groups * k for k in range(1, n + 1)]
+    assert [m["all_gather_single"] for m in boundary["micro_steps"]] == [2 * groups * k for k in range(1, n + 1)]
+    # bytes held between micro-steps, on both ranks: a shard (half) vs the whole gradient (2x the shard)
+    shard = sum(each["micro_steps"][0][k] for k in ("sharded_grad_bytes", "unsharded_grad_bytes"))
+    assert each["rank_grad_bytes"] == [[shard] * n] * 2 and sum([shard] * 2) == full_bytes
+    assert boundary["rank_grad_bytes"] == [[full_bytes] * (n - 1) + [shard]] * 2
+    for mode in (each, boundary):
+        assert mode["weight_diff"] < 1e-6, mode["weight_diff"]
     assert psutil.Process().children(recursive=True) == []
 
 

@@ -1,0 +1,150 @@
+"""Lesson 09's FSDP2 worker (issue 16): gradient accumulation under ``torch.distributed.fsdp.fully_shard``.
+
+Started by torchrun, usually through ``gradacc.sharded.run_fsdp_window``::
+
+    torchrun --nnodes=1 --nproc-per-node=2 ... -m gradacc.workers.fsdp_accum --out result.json
+
+Each rank shards the digits MLP (every ``Linear`` and the root get ``fully_shard``: each rank holds a slice of every
+parameter as a ``DTensor``) and runs one optimizer step of ``accum_steps`` micro-steps on its own slice of the
+effective batch, twice:
+
+* ``"sync each micro-step"``: FSDP2's default; every backward pass reduce-scatters its gradients, so between
+  micro-steps each rank holds only its shard of the summed gradient;
+* ``"sync at the boundary"``: ``model.set_requires_gradient_sync(False)`` on micro-steps 1..N-1 and ``True`` on the
+  last; the unsharded gradients stay on every rank until the last backward pass reduce-scatters them once.
+
+After each micro-step it records the gradient bytes the rank holds (sharded ``.grad`` shards, and unsharded
+gradients FSDP2 keeps for a later reduce-scatter) and the collectives called so far (``dist.all_gather_single`` and
+``dist.reduce_scatter_single``, the calls FSDP2 makes in torch 2.13, counted by wrapping them). After the optimizer
+step, rank 0 compares the full parameters with one process training the same model on the whole batch at once.
+
+Rank 0 writes ``{"world_size", "accum_steps", "micro_batch_size", "parameters", "parameter_bytes", "modes": {mode:
+{"micro_steps": [{"sharded_grad_bytes", "unsharded_grad_bytes", "all_gather", "reduce_scatter"}, ...] (rank 0's),
+"rank_grad_bytes": [[...per micro-step, sharded + unsharded] per rank], "weight_diff"}}}``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+from datetime import timedelta
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+from torch.distributed.elastic.multiprocessing.errors import record
+from torch.distributed.fsdp import fully_shard
+
+from ..data import check_accum_steps, load_digits_tensors
+from ..models import make_digits_model
+
+__all__ = ["MODES", "COLLECTIVES", "build_parser", "main"]
+
+MODES = ("sync each micro-step", "sync at the boundary")
+COLLECTIVES = ("all_gather_single", "reduce_scatter_single")
+"""The ``torch.distributed`` functions FSDP2 calls for its all-gathers and reduce-scatters (torch 2.13)."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--out", required=True, help="rank 0 writes the JSON result here")
+    p.add_argument("--accum-steps", type=int, default=4)
+    p.add_argument("--micro-batch-size", type=int, default=16, help="samples per micro-batch on each rank")
+    p.add_argument("--hidden", type=int, default=64)
+    p.add_argument("--depth", type=int, default=2)
+    return p
+
+
+def _count_collectives(counts: dict[str, int]) -> None:
+    for name in COLLECTIVES:
+        original = getattr(dist, name)
+
+        @functools.wraps(original)
+        def counted(*args, _original=original, _name=name, **kwargs):
+            counts[_name] += 1
+            return _original(*args, **kwargs)
+
+        setattr(dist, name, counted)
+
+
+def _grad_bytes(model: torch.nn.Module) -> tuple[int, int]:
+    """(bytes of the sharded ``.grad`` shards this rank holds, bytes of unsharded gradients FSDP2 keeps)."""
+    sharded = sum(p.grad.to_local().nbytes for p in model.parameters() if p.grad is not None)
+    unsharded = 0
+    for module in model.modules():
+        state = getattr(module, "_get_fsdp_state", None)
+        group = state()._fsdp_param_group if state else None
+        for fsdp_param in group.fsdp_params if group else []:
+            for grad in (fsdp_param.unsharded_accumulated_grad, fsdp_param._unsharded_param.grad):
+                unsharded += grad.nbytes if grad is not None else 0
+    return sharded, unsharded
+
+
+def _window(args, mode: str, x: torch.Tensor, y: torch.Tensor, counts: dict[str, int]) -> dict:
+    rank, world = dist.get_rank(), dist.get_world_size()
+    model = make_digits_model(seed=0, hidden=args.hidden, depth=args.depth)
+    for module in model.modules():
+        if isinstance(module, torch.nn.Linear):
+            fully_shard(module)
+    fully_shard(model)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    b, n = args.micro_batch_size, args.accum_steps
+    mine = slice(rank * b * n, (rank + 1) * b * n)  # this rank's part of the effective batch
+    xs, ys = x[mine], y[mine]
+    for key in counts:
+        counts[key] = 0
+    micro_steps = []
+    for k in range(n):
+        if mode == "sync at the boundary":
+            model.set_requires_gradient_sync(k == n - 1)
+        loss = F.cross_entropy(model(xs[k * b : (k + 1) * b]), ys[k * b : (k + 1) * b], reduction="sum")
+        (loss * world / x.shape[0]).backward()  # FSDP2 averages over ranks: x world makes it the window's sum / items
+        sharded, unsharded = _grad_bytes(model)
+        micro_steps.append({"sharded_grad_bytes": sharded, "unsharded_grad_bytes": unsharded, **counts})
+    optimizer.step()
+    full = {name: p.full_tensor() for name, p in model.named_parameters()}
+    per_rank = [None] * world
+    dist.all_gather_object(per_rank, [m["sharded_grad_bytes"] + m["unsharded_grad_bytes"] for m in micro_steps])
+    return {"micro_steps": micro_steps, "rank_grad_bytes": per_rank, "full": full}
+
+
+@record
+def main(argv: list[str] | None = None) -> None:
+    args = build_parser().parse_args(argv)
+    check_accum_steps(args.accum_steps)
+    dist.init_process_group("gloo", timeout=timedelta(seconds=60))
+    try:
+        world = dist.get_world_size()
+        x, y = load_digits_tensors()
+        total = args.micro_batch_size * args.accum_steps * world
+        x, y = x[:total], y[:total]
+        counts = dict.fromkeys(COLLECTIVES, 0)
+        _count_collectives(counts)
+        reference = make_digits_model(seed=0, hidden=args.hidden, depth=args.depth)
+        ref_optimizer = torch.optim.SGD(reference.parameters(), lr=0.1)
+        F.cross_entropy(reference(x), y).backward()  # one process, the whole effective batch at once
+        ref_optimizer.step()
+        modes = {}
+        for mode in MODES:
+            run = _window(args, mode, x, y, counts)
+            full = run.pop("full")
+            run["weight_diff"] = max((full[n] - p).abs().max().item() for n, p in reference.named_parameters())
+            modes[mode] = run
+        if dist.get_rank() == 0:
+            result = {
+                "world_size": world,
+                "accum_steps": args.accum_steps,
+                "micro_batch_size": args.micro_batch_size,
+                "parameters": sum(p.numel() for p in reference.parameters()),
+                "parameter_bytes": sum(p.nbytes for p in reference.parameters()),
+                "modes": modes,
+            }
+            Path(args.out).write_text(json.dumps(result))
+    finally:
+        dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
