@@ -38,6 +38,7 @@ class StepTimeline:
         events: ``(operation index, kind, micro-step)``: kind ``"forward"`` or ``"backward"`` (the first operation of
             micro-step 1..N's forward or backward pass) or ``"optimizer step"`` (micro-step 0).
         allocator_mib: on CUDA, ``torch.cuda.memory_allocated`` after each operation (MiB); else empty.
+        predicted: drawn from a profile by ``predict_timeline``, not measured.
     """
 
     accum_steps: int
