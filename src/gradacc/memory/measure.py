@@ -82,6 +82,17 @@ def _accumulated_step(
     optimizer.zero_grad(set_to_none=True)
 
 
+def _prepare_window(model, optimizer, inputs, labels, accum_steps: int, loss_fn: Callable, warmup: bool):
+    """``(micro_batches, micro_batch_size, items, fake)`` of one window; with ``warmup``, first one untracked optimizer
+    step on a few samples (creates the optimizer state, as in every step after the first)."""
+    micro, micro_size = _micro_batches(inputs, labels, accum_steps)
+    fake = _is_fake(inputs)
+    if warmup:
+        few = min(micro_size, 8)
+        _accumulated_step(model, optimizer, [(inputs[:few], labels[:few])], loss_fn, _window_items(labels[:few], fake))
+    return micro, micro_size, _window_items(labels, fake), fake
+
+
 def _sync(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize(device)
@@ -417,12 +428,7 @@ def measure_step(
     """
     check_accum_steps(accum_steps)
     _check_method(method)
-    micro, micro_size = _micro_batches(inputs, labels, accum_steps)
-    fake = _is_fake(inputs)
-    items = _window_items(labels, fake)
-    if warmup:
-        few = min(micro_size, 8)
-        _accumulated_step(model, optimizer, [(inputs[:few], labels[:few])], loss_fn, _window_items(labels[:few], fake))
+    micro, micro_size, items, fake = _prepare_window(model, optimizer, inputs, labels, accum_steps, loss_fn, warmup)
 
     def run(before_forward: Callable[[], None], after_forward: Callable[[], None]) -> None:
         _accumulated_step(

@@ -21,7 +21,7 @@ from torch import nn
 from ..accumulation import sum_cross_entropy
 from ..data import check_accum_steps
 from .config import StepConfig, _fake_setup, _quiet_fake
-from .measure import _accumulated_step, _CudaAllocator, _is_fake, _micro_batches, _window_items
+from .measure import _accumulated_step, _CudaAllocator, _prepare_window
 from .options import check_divisible
 from .predict import MemoryProfile
 from .tracker import CATEGORIES, LiveStorageCounter, _mib
@@ -165,15 +165,10 @@ def record_timeline(
         ValueError: bad ``accum_steps``, or E not divisible by it.
     """
     check_accum_steps(accum_steps)
-    micro, micro_size = _micro_batches(inputs, labels, accum_steps)
-    fake = _is_fake(inputs)
-    items = _window_items(labels, fake)
+    micro, micro_size, items, fake = _prepare_window(model, optimizer, inputs, labels, accum_steps, loss_fn, warmup)
     device = next(model.parameters()).device
     if allocator is None and device.type == "cuda" and not fake:
         allocator = _CudaAllocator(device)
-    if warmup:
-        few = min(micro_size, 8)
-        _accumulated_step(model, optimizer, [(inputs[:few], labels[:few])], loss_fn, _window_items(labels[:few], fake))
     counter = _TimelineCounter(allocator)
     counter.track(model, optimizer, inputs, labels)
     events: list[tuple[int, str, int]] = []

@@ -216,6 +216,16 @@ def reference_peak_at(breakdown: dict[str, float], accum_steps: int) -> tuple[fl
     return peak, "backward" if backward > step else "optimizer.step"
 
 
+def _peak_and_moment(where: str, got, want: tuple[float, str], tol: float, label: str, compared: str) -> str | None:
+    """What is wrong with ``got``, an answer ``(peak_mib, label)`` to compare with ``want``, or ``None``."""
+    if not (isinstance(got, tuple) and len(got) == 2):
+        return f"{where} returned {got!r}; return a tuple (peak_mib, {label})"
+    problem = close(f"{where} peak", got[0], want[0], tol)
+    if problem is None and got[1] != want[1]:
+        problem = f"{where} {label} = {got[1]!r}, expected {want[1]!r} (compare the two moments' {compared})"
+    return problem
+
+
 def check_peak_at(peak_at: Callable) -> None:
     """Exercise 3.4: ``peak_at(breakdown, accum_steps) -> (peak_mib, phase)``.
 
@@ -234,16 +244,10 @@ def check_peak_at(peak_at: Callable) -> None:
     def body() -> str | None:
         for breakdown, ns in cases:
             for n in ns:
-                want = reference_peak_at(breakdown, n)
-                got = peak_at(dict(breakdown), n)
-                if not (isinstance(got, tuple) and len(got) == 2):
-                    return f"peak_at(..., {n}) returned {got!r}; return a tuple (peak_mib, phase)"
-                where = f"peak_at({breakdown}, {n})"
-                problem = close(f"{where} peak", got[0], want[0], 1e-9)
+                got, want = peak_at(dict(breakdown), n), reference_peak_at(breakdown, n)
+                problem = _peak_and_moment(f"peak_at({breakdown}, {n})", got, want, 1e-9, "phase", "totals")
                 if problem:
                     return problem
-                if got[1] != want[1]:
-                    return f"{where} phase = {got[1]!r}, expected {want[1]!r} (compare the two moments' totals)"
         if not _raises_value_error(peak_at, dict(cases[0][0]), 0):
             return "peak_at(..., 0) should raise ValueError (N must be >= 1)"
         return None
@@ -332,16 +336,11 @@ def check_peak_for_n(peak_for_n: Callable) -> None:
     def body() -> str | None:
         for timeline, ns in cases:
             for n in ns:
-                want = reference_peak_for_n(timeline, n)
-                got = peak_for_n(timeline, n)
-                if not (isinstance(got, tuple) and len(got) == 2):
-                    return f"peak_for_n(timeline, {n}) returned {got!r}; return a tuple (peak_mib, moment)"
+                got, want = peak_for_n(timeline, n), reference_peak_for_n(timeline, n)
                 where = f"peak_for_n(timeline measured at N = {timeline.accum_steps}, {n})"
-                problem = close(f"{where} peak", got[0], want[0], 1e-6)
+                problem = _peak_and_moment(where, got, want, 1e-6, "moment", "peaks")
                 if problem:
                     return problem
-                if got[1] != want[1]:
-                    return f"{where} moment = {got[1]!r}, expected {want[1]!r} (compare the two moments' peaks)"
         for n in (1, 0):
             if not _raises_value_error(peak_for_n, bound, n):
                 return f"peak_for_n(timeline, {n}) should raise ValueError (N must be >= 2)"
