@@ -206,3 +206,36 @@ def test_capacity_is_what_a_process_can_allocate(monkeypatch):
     monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (15 * 2**30, 16 * 2**30))
     monkeypatch.setattr(torch.cuda, "get_device_properties", lambda device: types.SimpleNamespace(name="Stand-in T4"))
     assert gpu_capacity() == ("this GPU: Stand-in T4 (16 GiB, 15.0 GiB free)", 15 * 1024.0)
+
+
+def test_the_data_parallel_choice_shows_one_ranks_predicted_memory(explorer, cached):
+    """Issue 16: DDP / FSDP on W ranks turns the bars into one rank's prediction (``predict_parallel``); FSDP with
+    the sync every micro-step needs the least, the boundary setting more, DDP the most; no measuring on the way."""
+    from gradacc.memory import predict_parallel
+    from gradacc.memory.parallel import largest_unit_bytes
+
+    _, profile = cached
+    alone = explorer.state()["peak_mib"]
+    assert explorer.world_slider.disabled
+    peaks = {}
+    for mode in ("DDP", "FSDP, sync at the boundary", "FSDP, sync each micro-step"):
+        explorer.parallel_dropdown.value = mode
+        explorer.world_slider.value = 8
+        state = explorer.state()
+        assert state["parallel"] == mode and state["world_size"] == 8 and state["source"] == "predicted"
+        assert state["micro_batch_size"] == DEFAULT.effective_batch_size // (8 * 8)
+        assert "ONE rank" in explorer.title.value and not explorer.world_slider.disabled
+        assert state["timeline_source"] is None  # the timeline panel is one process's
+        peaks[mode] = state["peak_mib"]
+    unit = largest_unit_bytes(DEFAULT.build_model())
+    want = predict_parallel(profile, DEFAULT.effective_batch_size, 8, world_size=8, mode="FSDP, sync each micro-step",
+                            largest_unit_bytes=unit).peak_mib  # fmt: skip
+    assert peaks["FSDP, sync each micro-step"] == pytest.approx(want)
+    print({m: round(v, 2) for m, v in peaks.items()}, "one process:", round(alone, 2))
+    assert peaks["FSDP, sync each micro-step"] < peaks["FSDP, sync at the boundary"] < peaks["DDP"]
+    explorer.batch_slider.value = 256
+    explorer.accum_slider.value = 64  # 64 x 8 ranks does not divide 256 samples
+    assert "does not divide" in explorer.state()["sentence"]
+    explorer.parallel_dropdown.value = "none"
+    assert explorer.world_slider.disabled and explorer.state()["world_size"] == 1
+    assert explorer.forbidden_calls == []

@@ -23,6 +23,8 @@ __all__ = [
     "plot_timeline",
     "timeline_panel_png",
     "figure_png",
+    "PARALLEL_COLORS",
+    "plot_parallel_peaks",
 ]
 
 
@@ -252,3 +254,33 @@ def timeline_panel_png(timeline: StepTimeline) -> bytes:
     plot_timeline(ax, timeline, title=title, alpha=0.45 if timeline.predicted else 1.0)
     ax.set_ylabel("live MiB", fontsize=9)
     return figure_png(fig)
+
+
+PARALLEL_COLORS: dict[str, str] = {
+    "DDP": "#4c72b0",
+    "FSDP, sync each micro-step": "#55a868",
+    "FSDP, sync at the boundary": "#dd8452",
+}
+"""One colour per data-parallel setting of ``plot_parallel_peaks`` (``gradacc.memory.PARALLEL_MODES`` but "none")."""
+
+
+def plot_parallel_peaks(
+    ax, measured: dict[str, dict[int, float]], predicted: dict[str, dict[int, float]], *, world_size: int
+) -> None:
+    """One rank's peak memory (MiB) against accumulation steps N, one colour per setting (``PARALLEL_COLORS``):
+    ``measured`` as dots joined by a line, ``predicted`` (``gradacc.memory.predict_parallel``) as a dashed line.
+    Both map a setting to ``{N: MiB}``; N is drawn on a log2 axis."""
+    for mode, color in PARALLEL_COLORS.items():
+        for values, style, label in ((measured, "o-", "measured"), (predicted, "--", "predicted")):
+            if mode in values:
+                ns = sorted(values[mode])
+                ax.plot(ns, [values[mode][n] for n in ns], style, color=color, lw=1.5, ms=6,
+                        label=f"{mode}, {label}" if label == "measured" else None, alpha=1.0 if label == "measured" else 0.7)  # fmt: skip
+    ns = sorted({n for values in (measured, predicted) for series in values.values() for n in series})
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(ns, [str(n) for n in ns])
+    ax.set_ylim(0, 1.25 * max(v for values in (measured, predicted) for s in values.values() for v in s.values()))
+    ax.set_xlabel("accumulation steps N (effective batch fixed)", fontsize=9)
+    ax.set_ylabel(f"peak MiB per rank (W = {world_size})", fontsize=9)
+    ax.plot([], [], "--", color="0.4", label="dashed: predicted")
+    ax.legend(fontsize=9, loc="lower right", ncol=2)

@@ -10,6 +10,7 @@ difference from one process training on the whole effective batch.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from .data import check_accum_steps
@@ -24,6 +25,9 @@ def run_fsdp_window(
     micro_batch_size: int = 16,
     hidden: int = 64,
     depth: int = 2,
+    world_size: int = 2,
+    memory_steps: Sequence[int] = (),
+    effective_batch_size: int = 128,
     timeout: float = 120.0,
     progress: bool = False,
 ) -> dict[str, Any]:
@@ -43,6 +47,15 @@ def run_fsdp_window(
     for name, value in (("micro_batch_size", micro_batch_size), ("hidden", hidden), ("depth", depth)):
         if value < 1:
             raise ValueError(f"{name} must be >= 1, got {value}")
+    if world_size not in (1, 2):
+        raise ValueError(f"world_size must be 1 or 2 (processes this lesson starts on one machine), got {world_size}")
+    for n in memory_steps:
+        check_accum_steps(n)
+        if effective_batch_size % (n * world_size):
+            raise ValueError(
+                f"memory_steps holds {n}, which with world_size {world_size} does not divide effective_batch_size "
+                f"{effective_batch_size}: pick accum_steps whose product with world_size divides it"
+            )
     return run_torchrun_json(
         "gradacc.workers.fsdp_accum",
         [
@@ -50,9 +63,11 @@ def run_fsdp_window(
             f"--micro-batch-size={micro_batch_size}",
             f"--hidden={hidden}",
             f"--depth={depth}",
+            f"--memory-steps={','.join(str(n) for n in memory_steps)}",
+            f"--effective-batch-size={effective_batch_size}",
         ],  # fmt: skip
-        nproc_per_node=2,
-        what="torchrun (2 FSDP2 workers)",
+        nproc_per_node=world_size,
+        what=f"torchrun ({world_size} FSDP2 worker{'s' if world_size > 1 else ''})",
         timeout=timeout,
         progress=progress,
     )

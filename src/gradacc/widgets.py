@@ -15,20 +15,22 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import torch
-
+from .capacity import CAPACITY_PRESETS, CUDA_CONTEXT_MIB, gpu_capacity, usable_mib
 from .memory import (
     CATEGORIES,
+    PARALLEL_MODES,
     MemoryProfile,
     StepConfig,
     StepMemory,
     StepTimeline,
     measure_config,
+    predict_parallel,
     predict_step,
     predict_timeline,
     profile_config,
     timeline_config,
 )
+from .memory.parallel import largest_unit_bytes
 from .plots import COLORS, _new_figure, figure_png, fits_summary, plot_breakdown, timeline_panel_png
 
 __all__ = [
@@ -36,6 +38,7 @@ __all__ = [
     "BATCH_OPTIONS",
     "WIDTH_OPTIONS",
     "DEPTH_OPTIONS",
+    "WORLD_OPTIONS",
     "CAPACITY_PRESETS",
     "CUDA_CONTEXT_MIB",
     "usable_mib",
@@ -58,43 +61,8 @@ WIDTH_OPTIONS: tuple[int, ...] = (128, 256, 512, 1024, 2048, 4096, 8192, 16384)
 DEPTH_OPTIONS: tuple[int, ...] = (1, 2, 4, 8, 16, 32)
 
 
-CUDA_CONTEXT_MIB: float = 287_047_680 / 2**20
-"""273.8 MiB: GPU memory a PyTorch process's CUDA context takes before any tensor, with lazy module loading (PyTorch's
-default since 1.13), as measured in pytorch/pytorch#86509 ("Sets CUDA_MODULE_LOADING to LAZY": 287,047,680 bytes lazy,
-666,632,192 eager). The caching allocator's reserved-but-unused blocks come on top and depend on the workload."""
-
-
-def usable_mib(nominal_gb: float) -> float:
-    """MiB a PyTorch process can allocate on a card sold as ``nominal_gb`` GB: its ``nominal_gb`` GiB minus the CUDA
-    context (``CUDA_CONTEXT_MIB``). An upper bound: ECC reservations (e.g. on a T4) and fragmentation lower it."""
-    return nominal_gb * 1024.0 - CUDA_CONTEXT_MIB
-
-
-CAPACITY_PRESETS: tuple[tuple[str, float], ...] = tuple(
-    (f"{label} ({usable_mib(gb) / 1024:.1f} GiB usable)", usable_mib(gb))
-    for label, gb in (
-        ("16 GB: T4, V100 16 GB", 16),
-        ("24 GB: A10G, L4, RTX 4090", 24),
-        ("40 GB: A100 40 GB", 40),
-        ("80 GB: A100 80 GB, H100", 80),
-        ("141 GB: H200", 141),
-    )
-)
-"""Common cards as ``(label, usable MiB)``: the nominal memory (a card sold as "16 GB" has 16 GiB) minus the CUDA
-context (``usable_mib``); the label names the card and its usable GiB."""
-
-
-def gpu_capacity() -> tuple[str, float] | None:
-    """``(label, free MiB)`` of CUDA device 0, or ``None`` without a GPU.
-
-    The capacity is what this process can still allocate (``torch.cuda.mem_get_info``, after the CUDA context exists),
-    not the card's total (``torch.cuda.get_device_properties(0).total_memory``), which the label shows.
-    """
-    if not torch.cuda.is_available():
-        return None
-    free, total = torch.cuda.mem_get_info(0)
-    name = torch.cuda.get_device_properties(0).name
-    return f"this GPU: {name} ({total / 2**30:.0f} GiB, {free / 2**30:.1f} GiB free)", float(free / 2**20)
+WORLD_OPTIONS: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64)
+"""Ranks (world size) the explorer's data-parallel choice offers."""
 
 
 def _legend_html() -> str:
@@ -110,6 +78,9 @@ class MemoryExplorer:
     precision (fp32 / bf16); a stacked bar of the peak's breakdown per N (measured where measured, predicted and
     paler elsewhere), measured peaks as dots and the predictor's curve; a capacity line (the real GPU on a GPU
     runtime, presets for common cards) and a sentence saying whether the selected N fits and the smallest N that does.
+    A **data parallel** choice (none, DDP, FSDP with the gradient sync on every micro-step or at the boundary) and the
+    number of ranks turn the bars into ONE RANK's predicted memory (``gradacc.memory.predict_parallel``, checked
+    against real gloo ranks in lesson 09); the effective batch is then shared by the ranks.
 
     Moving a slider only redraws from cached numbers (``last_redraw_s`` records how long that took). **Measure**
     measures the current model: first a probe for the predictor (``gradacc.memory.profile_config`` on fake tensors),
@@ -121,7 +92,7 @@ class MemoryExplorer:
 
     * ``accum_slider``: the ``SelectionSlider`` whose description is ``"accumulation steps"``; ``batch_slider``,
       ``width_slider``, ``depth_slider``, ``optimizer_buttons``, ``precision_buttons``, ``capacity_dropdown``,
-      ``measure_button``, ``save_button`` (both panels into PNG files: ``save_png``), ``progress``;
+      ``parallel_dropdown``, ``world_slider``, ``measure_button``, ``save_button`` (both panels into PNG files: ``save_png``), ``progress``;
     * ``sentence``: an ``HTML`` widget with the CSS class ``gradacc-fits`` holding the "fits / smallest N" sentence;
     * ``figure``: the ``Output`` widget with the figure (CSS class ``gradacc-figure``); ``png`` its latest bytes;
       ``timeline_figure`` (``gradacc-timeline``) and ``timeline_png``: the same for the selected N's timeline;
@@ -229,6 +200,10 @@ class MemoryExplorer:
         self.precision_buttons = w.ToggleButtons(
             options=[("fp32", "fp32"), ("bf16", "bf16")], value=config.precision, description="precision", style=wide
         )
+        self.parallel_dropdown = w.Dropdown(options=list(PARALLEL_MODES), value="none", description="data parallel",
+                                            style=wide)  # fmt: skip
+        self.world_slider = w.SelectionSlider(options=list(WORLD_OPTIONS), value=2, description="ranks",
+                                              continuous_update=False, disabled=True, style=wide)  # fmt: skip
         self.capacity_dropdown = w.Dropdown(
             options=[(label, i) for i, (label, _) in enumerate(self.capacities)],
             value=0,
@@ -252,6 +227,7 @@ class MemoryExplorer:
                 w.HBox([self.accum_slider, self.batch_slider]),
                 w.HBox([self.width_slider, self.depth_slider]),
                 w.HBox([self.optimizer_buttons, self.precision_buttons]),
+                w.HBox([self.parallel_dropdown, self.world_slider]),
                 w.HBox([self.capacity_dropdown, self.measure_button, self.save_button, self.progress]),
                 self.status,
                 self.sentence,
@@ -269,6 +245,8 @@ class MemoryExplorer:
             self.depth_slider,
             self.optimizer_buttons,
             self.precision_buttons,
+            self.parallel_dropdown,
+            self.world_slider,
             self.capacity_dropdown,
         ):
             control.observe(lambda change: self.redraw(), names="value")
@@ -347,9 +325,27 @@ class MemoryExplorer:
     def capacity(self) -> tuple[str, float]:
         return self.capacities[self.capacity_dropdown.value]
 
+    @property
+    def parallel(self) -> tuple[str, int]:
+        """``(data-parallel setting, world size)`` selected now (world size 1 without data parallelism)."""
+        mode = self.parallel_dropdown.value
+        return mode, 1 if mode == "none" else self.world_slider.value
+
     def _rows(self, config: StepConfig) -> tuple[list[StepMemory], list[StepMemory] | None]:
         measured = self._measured.get(config, {})
         profile = self._profiles.get(self._profile_key(config))
+        mode, world = self.parallel
+        if mode != "none":  # one rank's prediction: the one-process measurements do not apply
+            if profile is None:
+                return [], None
+            import torch
+
+            with torch.device("meta"):
+                unit = largest_unit_bytes(config.build_model())
+            eff = config.effective_batch_size
+            rows = [predict_parallel(profile, eff, n, world_size=world, mode=mode, largest_unit_bytes=unit)
+                    for n in ACCUM_OPTIONS if eff % (n * world) == 0]  # fmt: skip
+            return rows, rows
         predicted = [predict_step(profile, config.effective_batch_size, n) for n in ACCUM_OPTIONS] if profile else None
         rows = []
         for i, n in enumerate(ACCUM_OPTIONS):
@@ -373,17 +369,21 @@ class MemoryExplorer:
         start = time.perf_counter()
         config, n = self.config, self.accum_slider.value
         label, capacity = self.capacity
+        mode, world = self.parallel
+        self.world_slider.disabled = mode == "none"
         rows, predicted = self._rows(config)
         by_n = {r.accum_steps: r for r in rows}
         current = by_n.get(n)
         state: dict[str, Any] = {
             "accum_steps": n,
             "effective_batch_size": config.effective_batch_size,
-            "micro_batch_size": config.effective_batch_size // n,
+            "micro_batch_size": config.effective_batch_size // (n * world),
             "width": config.width,
             "depth": config.depth,
             "optimizer": config.optimizer,
             "precision": config.precision,
+            "parallel": mode,
+            "world_size": world,
             "capacity_label": label,
             "capacity_mib": capacity,
             "peak_mib": current.peak_mib if current else None,
@@ -391,7 +391,9 @@ class MemoryExplorer:
             "fits": None,
             "smallest_accum_steps": None,
         }
-        if current is None:
+        if current is None and rows:  # data parallel: N x ranks does not divide the effective batch
+            text = f"N = {n} on {world} ranks does not divide the effective batch {config.effective_batch_size}."
+        elif current is None:
             text = (
                 f"N = {n}: nothing measured yet for {config.label()}. Press Measure "
                 "(a probe for the predictor, then one step per N)."
@@ -399,7 +401,7 @@ class MemoryExplorer:
         else:
             state["source"] = (
                 "predicted"
-                if current.method == "predicted"
+                if current.method.startswith("predicted")
                 else ("measured on fake tensors" if current.fake else "measured")
             )
             b = current.breakdown_mib
@@ -416,10 +418,11 @@ class MemoryExplorer:
             state.update(fits=summary["fits"], smallest_accum_steps=summary["smallest_accum_steps"])
         state["sentence"] = text
         self.sentence.value = f"<span>{text}</span>"
-        self.title.value = f"<b>{config.label()}</b>"
+        per_rank = "" if mode == "none" else f"; {mode} on {world} ranks: ONE rank's memory, predicted"
+        self.title.value = f"<b>{config.label()}{per_rank}</b>"
 
         key = (config, label, capacity, tuple((r.accum_steps, r.method, r.fake, r.peak_mib) for r in rows))
-        if rows and self._chart is not None and self._chart[0] == key:
+        if rows and self._chart is not None and self._chart[0] == key and n in self._chart[2]["ns"]:
             # only N changed: move the outline, keep every other artist (creating them is half a redraw's time)
             fig, info = self._chart[1], self._chart[2]
             i = info["ns"].index(n)
@@ -448,7 +451,7 @@ class MemoryExplorer:
         with self.figure:
             self.figure.clear_output(wait=True)
             display(Image(data=self.png, format="png"))
-        timeline = self.timeline()
+        timeline = self.timeline() if mode == "none" else None  # timelines are of one process
         state["timeline_source"] = None if timeline is None else ("predicted" if timeline.predicted else "measured")
         state["timeline_teeth"] = None if timeline is None else timeline.teeth()
         self.timeline_png = self._timeline_png(config, n, timeline)

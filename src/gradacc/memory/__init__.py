@@ -14,6 +14,8 @@ slack). Units: MiB (2**20 bytes) and seconds; batch sizes in samples.
 * ``predict``: ``MemoryProfile``, ``profile_model``, ``predict_step``, ``smallest_fitting_accum_steps``;
 * ``timeline``: ``StepTimeline``, ``record_timeline``, ``timeline_config``: every category after every operation of
   one step, with the micro-steps marked; ``predict_timeline`` draws the same from a profile;
+* ``parallel``: ``predict_parallel``, one rank's peak under DDP or FSDP2 (gradient sync each micro-step or at the
+  boundary), from the one-process profile;
 * ``xla``: XLA's compiled memory analysis for JAX.
 
 A teaching module: lessons, the widgets and the benchmark import it; it imports only ``data``, ``models`` and
@@ -32,6 +34,7 @@ from .options import (
     make_optimizer,
     optimizer_state_bytes,
 )
+from .parallel import PARALLEL_MODES, predict_parallel
 from .predict import MemoryProfile, predict_step, profile_config, profile_model, smallest_fitting_accum_steps
 from .timeline import StepTimeline, predict_timeline, record_timeline, timeline_config
 from .tracker import CATEGORIES, MIB, LiveStorageCounter, StepMemory, format_breakdown
@@ -69,4 +72,6 @@ __all__ = [
     "record_timeline",
     "timeline_config",
     "predict_timeline",
+    "PARALLEL_MODES",
+    "predict_parallel",
 ]

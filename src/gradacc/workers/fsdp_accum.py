@@ -18,14 +18,26 @@ gradients FSDP2 keeps for a later reduce-scatter) and the collectives called so 
 ``dist.reduce_scatter_single``, the calls FSDP2 makes in torch 2.13, counted by wrapping them). After the optimizer
 step, rank 0 compares the full parameters with one process training the same model on the whole batch at once.
 
+With ``--memory-steps 1,2,4,8`` it also measures each rank's peak memory over two optimizer steps of a fixed
+effective batch (``--effective-batch-size`` samples over all ranks) for each of those ``accum_steps``, in three
+settings (``MEMORY_MODES``): DDP with ``no_sync()`` on micro-steps 1..N-1 (its default buckets: a second copy of the
+gradients for the all-reduce, which the tracker files as activations), and the two FSDP2 modes above. Trackers: PyTorch's
+``torch.distributed._tools.fsdp2_mem_tracker.FSDPMemTracker`` for FSDP2 and its base ``MemTracker`` for DDP
+(``TorchDispatchMode``s that file every live tensor under a category; private APIs of torch 2.11-2.13). Both refuse a
+module that runs forward twice without ``reset_mod_stats()`` in between (accumulation does exactly that), so the
+window calls it after every micro-step: that clears per-module statistics only, not the peak.
+
 Rank 0 writes ``{"world_size", "accum_steps", "micro_batch_size", "parameters", "parameter_bytes", "modes": {mode:
 {"micro_steps": [{"sharded_grad_bytes", "unsharded_grad_bytes", "all_gather", "reduce_scatter"}, ...] (rank 0's),
-"rank_grad_bytes": [[...per micro-step, sharded + unsharded] per rank], "weight_diff"}}}``.
+"rank_grad_bytes": [[...per micro-step, sharded + unsharded] per rank], "weight_diff"}}, "memory": {memory mode:
+{str(accum_steps): [{"peak_mib", "breakdown_mib": {tracker category: MiB}} per rank]}}}`` ("memory" only with
+``--memory-steps``).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import json
 from datetime import timedelta
@@ -34,15 +46,19 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
+from torch.distributed._tools.fsdp2_mem_tracker import FSDPMemTracker
+from torch.distributed._tools.mem_tracker import MemTracker
 from torch.distributed.elastic.multiprocessing.errors import record
 from torch.distributed.fsdp import fully_shard
+from torch.nn.parallel import DistributedDataParallel as DDP
 
 from ..data import check_accum_steps, load_digits_tensors
 from ..models import make_digits_model
 
-__all__ = ["MODES", "COLLECTIVES", "build_parser", "main"]
+__all__ = ["MODES", "MEMORY_MODES", "COLLECTIVES", "build_parser", "main"]
 
 MODES = ("sync each micro-step", "sync at the boundary")
+MEMORY_MODES = ("DDP", *MODES)
 COLLECTIVES = ("all_gather_single", "reduce_scatter_single")
 """The ``torch.distributed`` functions FSDP2 calls for its all-gathers and reduce-scatters (torch 2.13)."""
 
@@ -54,6 +70,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--micro-batch-size", type=int, default=16, help="samples per micro-batch on each rank")
     p.add_argument("--hidden", type=int, default=64)
     p.add_argument("--depth", type=int, default=2)
+    p.add_argument("--memory-steps", default="", help="accum_steps to measure peak memory for, e.g. 1,2,4,8")
+    p.add_argument("--effective-batch-size", type=int, default=128, help="samples per optimizer step, all ranks")
     return p
 
 
@@ -82,13 +100,56 @@ def _grad_bytes(model: torch.nn.Module) -> tuple[int, int]:
     return sharded, unsharded
 
 
-def _window(args, mode: str, x: torch.Tensor, y: torch.Tensor, counts: dict[str, int]) -> dict:
-    rank, world = dist.get_rank(), dist.get_world_size()
+def _sharded_model(args) -> torch.nn.Module:
     model = make_digits_model(seed=0, hidden=args.hidden, depth=args.depth)
     for module in model.modules():
         if isinstance(module, torch.nn.Linear):
             fully_shard(module)
     fully_shard(model)
+    return model
+
+
+def _peak_memory(args, mode: str, n: int, x: torch.Tensor, y: torch.Tensor) -> dict:
+    """This rank's peak memory (MiB, by tracker category) over two optimizer steps of ``n`` micro-steps."""
+    rank, world = dist.get_rank(), dist.get_world_size()
+    per_rank = args.effective_batch_size // world
+    b = per_rank // n
+    if b * n * world != args.effective_batch_size:
+        raise ValueError(
+            f"effective batch size {args.effective_batch_size} is not micro_batch_size x {n} x {world} for any "
+            "micro_batch_size: pick accum_steps that divide it"
+        )
+    xs, ys = x[rank * per_rank : (rank + 1) * per_rank], y[rank * per_rank : (rank + 1) * per_rank]
+    if mode == "DDP":
+        model = DDP(make_digits_model(seed=0, hidden=args.hidden, depth=args.depth))
+    else:
+        model = _sharded_model(args)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    if mode == "DDP":
+        tracker = MemTracker()
+        tracker.track_external(model, optimizer)
+    else:
+        tracker = FSDPMemTracker(model, optimizer)
+    with tracker:
+        for _ in range(2):  # the first step creates the momentum buffers; the second runs with them
+            for k in range(n):
+                last = k == n - 1
+                if mode == "sync at the boundary":
+                    model.set_requires_gradient_sync(last)
+                with model.no_sync() if mode == "DDP" and not last else contextlib.nullcontext():
+                    loss = F.cross_entropy(model(xs[k * b : (k + 1) * b]), ys[k * b : (k + 1) * b], reduction="sum")
+                    (loss * world / args.effective_batch_size).backward()
+                tracker.reset_mod_stats()
+            optimizer.step()
+            optimizer.zero_grad()
+    peak = next(iter(tracker.get_tracker_snapshot("peak").values()))
+    breakdown = {str(getattr(k, "value", k)): v / 2**20 for k, v in peak.items() if v and k != "Total"}
+    return {"peak_mib": peak["Total"] / 2**20, "breakdown_mib": breakdown}
+
+
+def _window(args, mode: str, x: torch.Tensor, y: torch.Tensor, counts: dict[str, int]) -> dict:
+    rank, world = dist.get_rank(), dist.get_world_size()
+    model = _sharded_model(args)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     b, n = args.micro_batch_size, args.accum_steps
     mine = slice(rank * b * n, (rank + 1) * b * n)  # this rank's part of the effective batch
@@ -132,6 +193,13 @@ def main(argv: list[str] | None = None) -> None:
             full = run.pop("full")
             run["weight_diff"] = max((full[n] - p).abs().max().item() for n, p in reference.named_parameters())
             modes[mode] = run
+        memory = {}
+        for mode in MEMORY_MODES if args.memory_steps else ():
+            memory[mode] = {}
+            for n in (int(v) for v in args.memory_steps.split(",")):
+                per_rank = [None] * world
+                dist.all_gather_object(per_rank, _peak_memory(args, mode, n, *load_digits_tensors()))
+                memory[mode][str(n)] = per_rank
         if dist.get_rank() == 0:
             result = {
                 "world_size": world,
@@ -140,6 +208,7 @@ def main(argv: list[str] | None = None) -> None:
                 "parameters": sum(p.numel() for p in reference.parameters()),
                 "parameter_bytes": sum(p.nbytes for p in reference.parameters()),
                 "modes": modes,
+                **({"memory": memory} if memory else {}),
             }
             Path(args.out).write_text(json.dumps(result))
     finally:

@@ -1,0 +1,216 @@
+"""The checks of lesson 09 (``09_at_scale``): choosing FSDP2's gradient sync for a memory budget and a bandwidth, and
+a compiled micro-step without graph breaks.
+
+Exercise 9.1 asks for ``sync_plan(parameter_bytes, world_size, accum_steps, peak_each_mib, budget_mib,
+bandwidth_gb_s)``: which sync setting to train with (the one that communicates less among those that fit the
+budget) and its reduce-scatter seconds per optimizer step (``reference_sync_plan`` is the answer). Exercise 9.2 asks
+for ``micro_step(model, inputs, labels, items)``: forward, the summed loss / ``items``, backward, returning the loss
+for logging, written so that ``torch.compile`` captures it without a graph break; the check counts the graphs and
+breaks with ``torch._dynamo.explain`` and compares the accumulated gradients with one full batch.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+
+import torch
+
+from ...accumulation import sum_cross_entropy
+from ...compiled import count_graph_breaks
+from ...data import load_digits_tensors
+from ...models import make_digits_model
+from . import run_check
+
+__all__ = ["SYNC_MODES", "reference_sync_plan", "check_sync_plan", "new_stats", "run_micro_steps", "check_micro_step"]
+
+SYNC_MODES = ("each", "boundary")
+"""Exercise 9.1's names: FSDP2's default (reduce-scatter on every micro-step) and ``set_requires_gradient_sync(False)``
+until the last micro-step."""
+
+
+def reference_sync_plan(
+    parameter_bytes: int,
+    world_size: int,
+    accum_steps: int,
+    peak_each_mib: float,
+    budget_mib: float,
+    bandwidth_gb_s: float,
+) -> tuple[str, float] | None:
+    """Exercise 9.1's answer: ``(mode, seconds)`` or ``None`` when neither setting fits ``budget_mib``.
+
+    * Sync at the boundary keeps, on every rank and for ``accum_steps >= 2``, the whole unsharded gradient instead of
+      its shard: ``parameter_bytes x (world_size - 1) / world_size`` bytes more than ``peak_each_mib`` (MiB = 2**20
+      bytes). With ``accum_steps = 1`` both settings are the same run.
+    * A reduce-scatter of ``parameter_bytes`` on ``world_size`` ranks sends ``parameter_bytes x (world_size - 1) /
+      world_size`` bytes from each rank (a ring; nccl-tests' "bus bandwidth" factor for reduce-scatter); at
+      ``bandwidth_gb_s`` (10**9 bytes/s) that takes bytes / bandwidth seconds. Sync each micro-step runs
+      ``accum_steps`` of them per optimizer step, sync at the boundary one.
+    * The answer is ``"boundary"`` when it fits (``<=`` the budget; it never communicates more), else ``"each"`` when
+      it fits, with that setting's reduce-scatter seconds per optimizer step.
+    """
+    share = parameter_bytes * (world_size - 1) / world_size
+    one = share / (bandwidth_gb_s * 1e9)
+    boundary_mib = peak_each_mib + (share / 2**20 if accum_steps >= 2 else 0.0)
+    if boundary_mib <= budget_mib:
+        return "boundary", one
+    if peak_each_mib <= budget_mib:
+        return "each", accum_steps * one
+    return None
+
+
+# (parameter_bytes, world_size, accum_steps, peak_each_mib, budget_mib, bandwidth_gb_s): boundary fits; only each
+# fits because of the (W - 1) / W share (the whole gradient would not fit either way); budget exactly at the boundary
+# peak; nothing fits; one rank (no communication); N = 1 (nothing kept); 8 ranks
+_PLAN_CASES = (
+    (4 * 10**9, 2, 4, 30_000.0, 40_000.0, 25.0),
+    (4 * 2**30, 2, 8, 30_000.0, 31_000.0, 100.0),
+    (2 * 2**30, 4, 4, 1000.0, 1000.0 + 1536.0, 50.0),
+    (4 * 2**30, 2, 4, 30_000.0, 29_000.0, 25.0),
+    (2**30, 1, 8, 500.0, 600.0, 10.0),
+    (4 * 2**30, 8, 1, 9000.0, 9000.0, 200.0),
+    (3 * 2**30, 8, 16, 5000.0, 7000.0, 50.0),
+)
+
+
+def check_sync_plan(sync_plan: Callable) -> None:
+    """Exercise 9.1: ``sync_plan(parameter_bytes, world_size, accum_steps, peak_each_mib, budget_mib,
+    bandwidth_gb_s) -> (mode, seconds) | None`` on cases of its own (see ``reference_sync_plan``): modes exactly,
+    seconds to a relative 1e-6. Prints ``Exercise 9.1: correct`` or what went wrong; returns ``None``.
+    """
+
+    def body() -> str | None:
+        for case in _PLAN_CASES:
+            want, got = reference_sync_plan(*case), sync_plan(*case)
+            p, w, n, peak, budget, bw = case
+            where = f"{p / 2**30:.3g} GiB of gradients, {w} ranks, N = {n}, peak {peak} MiB, budget {budget} MiB"
+            if want is None or got is None:
+                if want != got:
+                    return f"{where}: expected {want}, got {got!r} (which settings fit the budget?)"
+                continue
+            if not isinstance(got, tuple) or len(got) != 2 or got[0] not in SYNC_MODES:
+                return f"{where}: expected a tuple (mode, seconds) with mode in {SYNC_MODES}, got {got!r}"
+            if got[0] != want[0]:
+                return f"{where}: expected mode {want[0]!r}, got {got[0]!r} (how much more does the boundary keep?)"
+            try:
+                seconds = float(got[1])
+            except (TypeError, ValueError):
+                return f"{where}: seconds should be a number, got {got[1]!r}"
+            if not math.isclose(seconds, want[1], rel_tol=1e-6, abs_tol=1e-12):
+                return (
+                    f"{where}, {bw} GB/s: reduce-scatter seconds per optimizer step = {seconds:.6g}, expected "
+                    f"{want[1]:.6g} (bytes each rank sends, times how many reduce-scatters?)"
+                )
+        return None
+
+    run_check("9.1", body)
+
+
+def new_stats() -> dict[str, torch.Tensor]:
+    """Exercise 9.2's logging state for one optimizer step: ``{"loss_sum": 0-d float32 0.0, "nonfinite": 0-d bool
+    False}``."""
+    return {"loss_sum": torch.zeros(()), "nonfinite": torch.zeros((), dtype=torch.bool)}
+
+
+def run_micro_steps(
+    micro_step: Callable,
+    model: torch.nn.Module,
+    micro_batches: Sequence[tuple[torch.Tensor, torch.Tensor]],
+    *,
+    backend: str | None = "eager",
+) -> tuple[dict[str, torch.Tensor], list[torch.Tensor]]:
+    """The loop exercise 9.2's ``micro_step`` is written for: ``torch.compile(micro_step, backend=backend)``, then for
+    each micro-batch ``loss = compiled(model, batch, items, stats)`` and ``loss.backward()`` outside. Backend
+    ``"eager"`` runs the graphs Dynamo captures as captured (nothing is generated: quick); ``None`` does not compile
+    (the hidden check's numbers, once ``count_graph_breaks`` has counted the breaks). Dynamo's caches are reset
+    before and after.
+
+    Returns:
+        ``(stats, the returned losses)``; the model's ``.grad`` holds the window's gradient.
+    """
+    items = sum(len(labels) for _, labels in micro_batches)
+    stats = new_stats()
+    torch._dynamo.reset()
+    try:
+        step = micro_step if backend is None else torch.compile(micro_step, backend=backend)
+        losses = []
+        for batch in micro_batches:
+            loss = step(model, batch, items, stats)
+            loss.backward()
+            losses.append(loss)
+    finally:
+        torch._dynamo.reset()
+    return stats, losses
+
+
+# (hidden, model seed, micro-batch sizes, first digit): unequal micro-batches, a single micro-batch
+_STEP_CASES = ((32, 0, (8, 16, 5), 0), (64, 1, (12, 12, 12, 12), 300), (16, 2, (20,), 900))
+
+
+def _window(sizes: Sequence[int], start: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    x, y = load_digits_tensors()
+    bounds = [start + sum(sizes[:k]) for k in range(len(sizes) + 1)]
+    return [(x[a:b], y[a:b]) for a, b in zip(bounds, bounds[1:], strict=False)]
+
+
+def _graph_problem(micro_step: Callable) -> str | None:
+    batch = _window((16,), 0)[0]
+    report = count_graph_breaks(micro_step, make_digits_model(seed=0, hidden=32, depth=2), batch, 64, new_stats())
+    if report["graph_break_count"] or report["graph_count"] != 1:
+        reasons = "; ".join(report["break_reasons"]) or "no reason recorded"
+        return (
+            f"torch.compile captured {report['graph_count']} graph(s) with {report['graph_break_count']} graph "
+            f"break(s): {reasons}"
+        )
+    return None
+
+
+def _step_problem(micro_step: Callable, hidden: int, seed: int, sizes: Sequence[int], start: int) -> str | None:
+    micro_batches, where = _window(sizes, start), f"micro-batches of {list(sizes)} digits"
+    model = make_digits_model(seed=seed, hidden=hidden, depth=2)
+    stats, losses = run_micro_steps(micro_step, model, micro_batches)
+    if not all(isinstance(loss, torch.Tensor) and loss.requires_grad for loss in losses):
+        return "micro_step must return the loss tensor itself (with its graph), for loss.backward() outside"
+    reference = make_digits_model(seed=seed, hidden=hidden, depth=2)
+    whole = (torch.cat([b[0] for b in micro_batches]), torch.cat([b[1] for b in micro_batches]))
+    want_loss = sum_cross_entropy(reference, whole) / sum(sizes)
+    want_loss.backward()
+    pairs = zip(model.parameters(), reference.parameters(), strict=True)
+    diff = max(float((p.grad - q.grad).abs().max()) for p, q in pairs)
+    if not diff <= 1e-6:
+        return f"{where}: the gradient differs from one big batch's by {diff:.2e} (divide by which count?)"
+    loss_sum, want = stats.get("loss_sum"), float(want_loss.detach())
+    if not isinstance(loss_sum, torch.Tensor) or loss_sum.requires_grad:
+        return f'stats["loss_sum"] must stay a tensor without a graph (add loss.detach()), got {loss_sum!r}'
+    if abs(float(loss_sum) - want) > 1e-5:
+        return f'{where}: stats["loss_sum"] = {float(loss_sum):.6f}, expected the window loss {want:.6f}'
+    flag = stats.get("nonfinite")
+    if not isinstance(flag, torch.Tensor) or bool(flag):
+        return f'{where}: every loss is finite, yet stats["nonfinite"] = {flag!r}'
+    return None
+
+
+def _nonfinite_problem(micro_step: Callable) -> str | None:
+    micro_batches = _window((8, 8, 8), 100)
+    inputs = micro_batches[1][0].clone()
+    inputs[0, 0] = float("inf")  # one infinite pixel: that micro-batch's loss is NaN
+    micro_batches[1] = (inputs, micro_batches[1][1])
+    stats, _ = run_micro_steps(micro_step, make_digits_model(seed=0, hidden=32, depth=2), micro_batches)
+    if not (isinstance(stats.get("nonfinite"), torch.Tensor) and bool(stats["nonfinite"])):
+        return 'the second micro-batch\'s loss is NaN (an infinite input), yet stats["nonfinite"] stayed False'
+    return None
+
+
+def check_micro_step(micro_step: Callable) -> None:
+    """Exercise 9.2: ``micro_step(model, batch, items, stats) -> loss`` compiles to ONE graph with no break
+    (``gradacc.compiled.count_graph_breaks``) and, run compiled in ``run_micro_steps``'s loop, leaves one big batch's
+    gradient in ``.grad`` (1e-6), the window loss in ``stats["loss_sum"]`` (1e-5, without a graph) and
+    ``stats["nonfinite"]`` True exactly when a loss is not finite, on cases of its own. Prints ``Exercise 9.2:
+    correct`` or what went wrong; returns ``None``.
+    """
+
+    def body() -> str | None:
+        problems = (_graph_problem(micro_step), *(_step_problem(micro_step, *case) for case in _STEP_CASES))
+        return next((p for p in problems if p), None) or _nonfinite_problem(micro_step)
+
+    run_check("9.2", body)
