@@ -9,6 +9,7 @@ import psutil
 import pytest
 import torch
 
+from gradacc.bench import format_fsdp_table, fsdp_rows
 from gradacc.data import load_digits_tensors
 from gradacc.memory import MIB, PARALLEL_MODES, predict_parallel, predict_step, profile_model
 from gradacc.models import make_digits_model
@@ -80,4 +81,10 @@ def test_predictions_are_within_10_percent_of_every_ranks_measured_peak(world_si
     each, boundary = result["memory"]["sync each micro-step"]["8"][0], result["memory"]["sync at the boundary"]["8"][0]
     if world_size == 2:  # the boundary setting keeps unsharded gradients: more memory than the default
         assert boundary["breakdown_mib"].get("Unsharded Grad", 0) > 1.0 and boundary["peak_mib"] > each["peak_mib"]
+    rows = {(r["impl"], r["accum_steps"]): r for r in fsdp_rows(result)}  # `gradacc bench --fsdp`'s rows
+    assert {r["micro_batch_size"] for k, r in rows.items() if k[1] == 8} == {128 // world_size // 8}
+    assert all(rows[("ddp", n)]["x_ddp"] == 1.0 for n in (1, 2, 8))
+    if world_size == 2:  # sharding halves parameters, gradients and optimizer state: well under DDP
+        assert all(rows[(impl, n)]["x_ddp"] < 0.9 for impl in ("fsdp_each", "fsdp_boundary") for n in (1, 2, 8))
+    print(format_fsdp_table(fsdp_rows(result)))
     assert psutil.Process().children(recursive=True) == []

@@ -21,6 +21,10 @@ It prints a table with ratios against N = 1, checks the course's targets (report
 to ``--timeline PATH``. ``--short`` runs a reduced version for CI. On a CPU it uses one
 PyTorch thread, as lesson 03 does (``--threads``).
 
+``--fsdp`` adds lesson 09's rows: one rank's peak memory on 2 gloo ranks (``gradacc.sharded.run_fsdp_window``, PyTorch's
+FSDP2 memory tracker) for DDP and FSDP2 with the gradient sync on every micro-step or at the boundary, N = 1..8, each
+with its ratio against DDP at the same N (``fsdp_rows``, ``format_fsdp_table``).
+
 ``load_reference()`` returns the full run that lesson 03 shows (``gradacc/bench_reference.json``, written by
 ``make bench-reference``); ``tests/test_bench.py`` re-measures its memory columns so it cannot go stale.
 """
@@ -61,6 +65,9 @@ __all__ = [
     "format_table",
     "plot_rows",
     "load_reference",
+    "FSDP_SETUP",
+    "fsdp_rows",
+    "format_fsdp_table",
     "add_cli",
 ]
 
@@ -272,6 +279,56 @@ def run_benchmark(
     return {"setup": setup, "rows": rows, "targets": check_targets(rows)}
 
 
+FSDP_SETUP: dict[str, Any] = {"hidden": 512, "depth": 4, "effective_batch_size": 128, "accum_steps": (1, 2, 4, 8)}
+"""``--fsdp``: lesson 09's model (the digits MLP, 4 hidden layers of 512, SGD with momentum) on 2 ranks."""
+
+
+def fsdp_rows(result: dict[str, Any] | None = None, *, progress: bool = False) -> list[dict]:
+    """One row per (setting, N): ``{"impl": "ddp" | "fsdp_each" | "fsdp_boundary", "accum_steps", "micro_batch_size"
+    (per rank), "peak_mib" (the larger of the 2 ranks' peaks), "x_ddp" (peak / DDP's peak at the same N)}``.
+
+    ``result`` is a ``run_fsdp_window`` result with ``"memory"``; without one, ``FSDP_SETUP`` is launched (2 gloo
+    processes, about half a minute).
+
+    Raises:
+        WorkerError: the launch failed.
+    """
+    if result is None:
+        from .sharded import run_fsdp_window
+
+        s = FSDP_SETUP
+        result = run_fsdp_window(hidden=s["hidden"], depth=s["depth"], memory_steps=s["accum_steps"],
+                                 effective_batch_size=s["effective_batch_size"], progress=progress, timeout=600)  # fmt: skip
+    names = {"DDP": "ddp", "sync each micro-step": "fsdp_each", "sync at the boundary": "fsdp_boundary"}
+    world = result["world_size"]
+    peaks = {(names[m], int(n)): max(r["peak_mib"] for r in ranks) for m, by_n in result["memory"].items()
+             for n, ranks in by_n.items()}  # fmt: skip
+    per_rank = result["effective_batch_size"] // world
+    return [
+        {
+            "impl": impl,
+            "accum_steps": n,
+            "micro_batch_size": per_rank // n,
+            "peak_mib": peak,
+            "x_ddp": peak / peaks[("ddp", n)],
+        }  # fmt: skip
+        for (impl, n), peak in sorted(
+            peaks.items(), key=lambda item: (list(names.values()).index(item[0][0]), item[0][1])
+        )
+    ]
+
+
+def format_fsdp_table(rows: Sequence[dict]) -> str:
+    """A text table of ``fsdp_rows``: one rank's peak and its ratio against DDP at the same N."""
+    head = f"{'impl (2 ranks)':18s} {'N':>3s} {'micro':>6s} {'peak MiB/rank':>13s} {'x DDP':>6s}"
+    lines = [head, "-" * len(head)]
+    for r in rows:
+        lines.append(
+            f"{r['impl']:18s} {r['accum_steps']:3d} {r['micro_batch_size']:6d} {r['peak_mib']:13.2f} {r['x_ddp']:6.2f}"
+        )
+    return "\n".join(lines)
+
+
 def _load_average() -> float | None:
     """The 1-minute load average (other processes competing for the CPU inflate every time measured here)."""
     try:
@@ -404,6 +461,10 @@ def _cmd_bench(args: argparse.Namespace) -> int:
         state = {True: "met", False: "MISSED", None: "not checked (N not run)"}[t["met"]]
         value = "-" if t["value"] is None else f"{t['value']:.3f}"
         print(f"target {t['target']}: {value} (limit {t['limit']}) {state}")
+    if args.fsdp:
+        result["fsdp_rows"] = fsdp_rows(progress=not args.quiet)
+        print()
+        print(format_fsdp_table(result["fsdp_rows"]))
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
         print(f"wrote {args.json}")
@@ -433,6 +494,7 @@ def add_cli(subparsers) -> None:
         help="also write the PyTorch step's memory timeline per N as JSON (gradacc.memory.StepTimeline.as_dict)",
     )
     p.add_argument("--short", action="store_true", help="a reduced run for CI (effective batch 256, N = 1 and 2)")
+    p.add_argument("--fsdp", action="store_true", help="also lesson 09's DDP / FSDP2 rows on 2 gloo ranks (N = 1..8)")
     p.add_argument("--impls", help=f"comma-separated subset of {','.join(IMPLS)}")
     p.add_argument("--repeats", type=int, default=None, help="timed steps per row (median)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")

@@ -29,9 +29,9 @@ window calls it after every micro-step: that clears per-module statistics only, 
 
 Rank 0 writes ``{"world_size", "accum_steps", "micro_batch_size", "parameters", "parameter_bytes", "modes": {mode:
 {"micro_steps": [{"sharded_grad_bytes", "unsharded_grad_bytes", "all_gather", "reduce_scatter"}, ...] (rank 0's),
-"rank_grad_bytes": [[...per micro-step, sharded + unsharded] per rank], "weight_diff"}}, "memory": {memory mode:
-{str(accum_steps): [{"peak_mib", "breakdown_mib": {tracker category: MiB}} per rank]}}}`` ("memory" only with
-``--memory-steps``).
+"rank_grad_bytes": [[...per micro-step, sharded + unsharded] per rank], "weight_diff"}}, "effective_batch_size",
+"memory": {memory mode: {str(accum_steps): [{"peak_mib", "breakdown_mib": {tracker category: MiB}} per rank]}}}``
+(the last two only with ``--memory-steps``).
 """
 
 from __future__ import annotations
@@ -208,7 +208,7 @@ def main(argv: list[str] | None = None) -> None:
                 "parameters": sum(p.numel() for p in reference.parameters()),
                 "parameter_bytes": sum(p.nbytes for p in reference.parameters()),
                 "modes": modes,
-                **({"memory": memory} if memory else {}),
+                **({"memory": memory, "effective_batch_size": args.effective_batch_size} if memory else {}),
             }
             Path(args.out).write_text(json.dumps(result))
     finally:
