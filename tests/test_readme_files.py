@@ -44,7 +44,7 @@ def test_lesson_minutes_in_the_readme_are_the_measured_reading_time():
     table = {
         number: (int(core), int(full))
         for number, core, full in re.findall(
-            r"^\| (\d\d) \| \[\w+\]\(lessons/[\w.-]+\) \| [^|]+ \| (\d+) / (\d+) \|", README, re.M
+            r"^\| (\d\d) \| \[[\w ]+\]\(lessons/[\w.-]+\) \| [^|]+ \| (\d+) / (\d+) \|", README, re.M
         )
     }
     assert len(table) == len(list((ROOT / "lessons").glob("*.ipynb"))), table

@@ -18,7 +18,8 @@ gradients FSDP2 keeps for a later reduce-scatter) and the collectives called so 
 ``dist.reduce_scatter_single``, the calls FSDP2 makes in torch 2.13, counted by wrapping them). After the optimizer
 step, rank 0 compares the full parameters with one process training the same model on the whole batch at once.
 
-With ``--memory-steps 1,2,4,8`` it also measures each rank's peak memory over two optimizer steps of a fixed
+With ``--memory-steps 1,2,4,8`` it also measures each rank's peak memory in an optimizer step (the median of
+``MEASURED_STEPS``) of a fixed
 effective batch (``--effective-batch-size`` samples over all ranks) for each of those ``accum_steps``, in three
 settings (``MEMORY_MODES``): DDP with ``no_sync()`` on micro-steps 1..N-1 (its default buckets: a second copy of the
 gradients for the all-reduce, which the tracker files as activations), and the two FSDP2 modes above. Trackers: PyTorch's
@@ -30,7 +31,7 @@ window calls it after every micro-step: that clears per-module statistics only, 
 Rank 0 writes ``{"world_size", "accum_steps", "micro_batch_size", "parameters", "parameter_bytes", "modes": {mode:
 {"micro_steps": [{"sharded_grad_bytes", "unsharded_grad_bytes", "all_gather", "reduce_scatter"}, ...] (rank 0's),
 "rank_grad_bytes": [[...per micro-step, sharded + unsharded] per rank], "weight_diff"}}, "effective_batch_size",
-"memory": {memory mode: {str(accum_steps): [{"peak_mib", "breakdown_mib": {tracker category: MiB}} per rank]}}}``
+"memory": {memory mode: {str(accum_steps): [{"peak_mib", "breakdown_mib": {tracker category: MiB}, "step_peaks_mib"} per rank]}}}``
 (the last two only with ``--memory-steps``).
 """
 
@@ -109,8 +110,21 @@ def _sharded_model(args) -> torch.nn.Module:
     return model
 
 
+MEASURED_STEPS = 5
+"""Optimizer steps whose peaks ``_peak_memory`` measures (after a warm-up step); it reports the median step."""
+
+
+def _reset_peak(tracker: MemTracker) -> None:
+    """Start a new peak from what is live now (what ``MemTracker.__enter__`` does; its attributes in torch 2.11-2.13)."""
+    tracker._peak_mem_snap = tracker.get_tracker_snapshot()
+    tracker._peak_mem = {dev: snap["Total"] for dev, snap in tracker._peak_mem_snap.items()}
+
+
 def _peak_memory(args, mode: str, n: int, x: torch.Tensor, y: torch.Tensor) -> dict:
-    """This rank's peak memory (MiB, by tracker category) over two optimizer steps of ``n`` micro-steps."""
+    """This rank's peak memory (MiB, by tracker category) in an optimizer step of ``n`` micro-steps: the median of
+    ``MEASURED_STEPS`` steps' peaks. gloo frees a collective's buffers on its own thread when the collective
+    completes; now and then that is late enough for one more buffer to be alive at a step's peak (seen: one
+    all-gather buffer, 1 MiB of a 9.4 MiB peak, once in 144 two-step windows on a loaded machine)."""
     rank, world = dist.get_rank(), dist.get_world_size()
     per_rank = args.effective_batch_size // world
     b = per_rank // n
@@ -130,8 +144,10 @@ def _peak_memory(args, mode: str, n: int, x: torch.Tensor, y: torch.Tensor) -> d
         tracker.track_external(model, optimizer)
     else:
         tracker = FSDPMemTracker(model, optimizer)
+    peaks = []
     with tracker:
-        for _ in range(2):  # the first step creates the momentum buffers; the second runs with them
+        for step in range(1 + MEASURED_STEPS):  # step 0 creates the momentum buffers (DDP rebuilds its buckets in 1)
+            _reset_peak(tracker)
             for k in range(n):
                 last = k == n - 1
                 if mode == "sync at the boundary":
@@ -142,9 +158,15 @@ def _peak_memory(args, mode: str, n: int, x: torch.Tensor, y: torch.Tensor) -> d
                 tracker.reset_mod_stats()
             optimizer.step()
             optimizer.zero_grad()
-    peak = next(iter(tracker.get_tracker_snapshot("peak").values()))
+            if step:
+                peaks.append(next(iter(tracker.get_tracker_snapshot("peak").values())))
+    peak = sorted(peaks, key=lambda p: p["Total"])[len(peaks) // 2]
     breakdown = {str(getattr(k, "value", k)): v / 2**20 for k, v in peak.items() if v and k != "Total"}
-    return {"peak_mib": peak["Total"] / 2**20, "breakdown_mib": breakdown}
+    return {
+        "peak_mib": peak["Total"] / 2**20,
+        "breakdown_mib": breakdown,
+        "step_peaks_mib": [p["Total"] / 2**20 for p in peaks],
+    }
 
 
 def _window(args, mode: str, x: torch.Tensor, y: torch.Tensor, counts: dict[str, int]) -> dict:
