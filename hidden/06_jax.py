@@ -31,10 +31,10 @@ def show(name: str, result) -> None:
 
 
 # %% hidden 6.1
-for case in range(2):
+for case in range(2):  # shapes from a few (XLA compiles once per shape); every value drawn from the seed
     accum_steps = rng.choice([2, 4, 8])
-    rows = accum_steps * rng.randint(2, 6)
-    sizes = (rng.randint(3, 12), rng.randint(4, 16), rng.randint(2, 6))
+    rows = accum_steps * rng.choice([2, 3])
+    sizes = rng.choice([(5, 8, 3), (9, 12, 4)])
     params, x, y = draw_problem(rng.randrange(2**31), sizes, rows, rng.randint(rows // 2, rows - 1))  # padding
     show(f"scan case {case}", quietly(jax.jit(accumulate_scan, static_argnums=3), params, x, y, accum_steps))
 scans = quietly(
@@ -43,9 +43,10 @@ scans = quietly(
 print(f"a scan in the traced program: {scans > 0}")
 
 # %% hidden 6.2
-# distinct sizes (a mean of means is wrong) that add up to more rows than any layer is wide (17+ > 16)
-lengths = rng.sample(range(8, 30), rng.randint(2, 5))
-sizes = (rng.randint(3, 12), rng.randint(4, 16), rng.randint(2, 6))
+# distinct sizes (a mean of means is wrong) that add up to more rows than any layer is wide (22+ > 12); shapes from a
+# few (XLA compiles once per shape), every value drawn from the seed
+lengths = rng.sample([9, 13, 17, 22], rng.randint(2, 4))
+sizes = rng.choice([(5, 8, 3), (9, 12, 4)])
 params, x, y = draw_problem(rng.randrange(2**31), sizes, sum(lengths), sum(lengths))
 bounds = [sum(lengths[:i]) for i in range(len(lengths) + 1)]
 micro_batches = [(x[a:b], y[a:b]) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]

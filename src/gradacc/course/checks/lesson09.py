@@ -4,9 +4,11 @@ a compiled micro-step without graph breaks.
 Exercise 9.1 asks for ``sync_plan(parameter_bytes, world_size, accum_steps, peak_each_mib, budget_mib,
 bandwidth_gb_s)``: which sync setting to train with (the one that communicates less among those that fit the
 budget) and its reduce-scatter seconds per optimizer step (``reference_sync_plan`` is the answer). Exercise 9.2 asks
-for ``micro_step(model, inputs, labels, items)``: forward, the summed loss / ``items``, backward, returning the loss
-for logging, written so that ``torch.compile`` captures it without a graph break; the check counts the graphs and
-breaks with ``torch._dynamo.explain`` and compares the accumulated gradients with one full batch.
+for ``micro_step(model, batch, items, stats)``: forward and the summed loss / ``items``, returned for a
+``backward()`` outside, with the loss (detached) summed into ``stats["loss_sum"]`` and a not-finite loss flagged in
+``stats["nonfinite"]``, all without a graph break; the check counts graphs and breaks with
+``gradacc.compiled.count_graph_breaks``, runs the compiled loop (``run_micro_steps``) and compares the gradient with
+one big batch.
 """
 
 from __future__ import annotations
