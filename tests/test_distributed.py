@@ -301,11 +301,11 @@ def test_fsdp2_accumulation_trades_gradient_memory_for_reduce_scatters():
     groups = 2 + 1  # fully_shard on each of the 3 Linear layers; the root holds no parameters of its own
     each, boundary = (result["modes"][m] for m in ("sync each micro-step", "sync at the boundary"))
     assert result["world_size"] == 2
-    assert [m["reduce_scatter_single"] for m in each["micro_steps"]] == [groups * k for k in range(1, n + 1)]
-    assert [m["reduce_scatter_single"] for m in boundary["micro_steps"]] == [0] * (n - 1) + [groups]
+    assert [m["reduce_scatter"] for m in each["micro_steps"]] == [groups * k for k in range(1, n + 1)]
+    assert [m["reduce_scatter"] for m in boundary["micro_steps"]] == [0] * (n - 1) + [groups]
     # the all-gathers do not change: each micro-step gathers every group for its forward and again for its backward
-    assert [m["all_gather_single"] for m in each["micro_steps"]] == [2 * groups * k for k in range(1, n + 1)]
-    assert [m["all_gather_single"] for m in boundary["micro_steps"]] == [2 * groups * k for k in range(1, n + 1)]
+    assert [m["all_gather"] for m in each["micro_steps"]] == [2 * groups * k for k in range(1, n + 1)]
+    assert [m["all_gather"] for m in boundary["micro_steps"]] == [2 * groups * k for k in range(1, n + 1)]
     # bytes held between micro-steps, on both ranks: a shard (half) vs the whole gradient (2x the shard)
     shard = sum(each["micro_steps"][0][k] for k in ("sharded_grad_bytes", "unsharded_grad_bytes"))
     assert each["rank_grad_bytes"] == [[shard] * n] * 2 and sum([shard] * 2) == full_bytes

@@ -14,8 +14,8 @@ effective batch, twice:
   last; the unsharded gradients stay on every rank until the last backward pass reduce-scatters them once.
 
 After each micro-step it records the gradient bytes the rank holds (sharded ``.grad`` shards, and unsharded
-gradients FSDP2 keeps for a later reduce-scatter) and the collectives called so far (``dist.all_gather_single`` and
-``dist.reduce_scatter_single``, the calls FSDP2 makes in torch 2.13, counted by wrapping them). After the optimizer
+gradients FSDP2 keeps for a later reduce-scatter) and the collectives called so far (``"all_gather"`` and
+``"reduce_scatter"``: the ``torch.distributed`` functions FSDP2 calls, ``COLLECTIVES``, counted by wrapping them). After the optimizer
 step, rank 0 compares the full parameters with one process training the same model on the whole batch at once.
 
 With ``--memory-steps 1,2,4,8`` it also measures each rank's peak memory in an optimizer step (the median of
@@ -60,8 +60,11 @@ __all__ = ["MODES", "MEMORY_MODES", "COLLECTIVES", "build_parser", "main"]
 
 MODES = ("sync each micro-step", "sync at the boundary")
 MEMORY_MODES = ("DDP", *MODES)
-COLLECTIVES = ("all_gather_single", "reduce_scatter_single")
-"""The ``torch.distributed`` functions FSDP2 calls for its all-gathers and reduce-scatters (torch 2.13)."""
+COLLECTIVES = {"all_gather": "all_gather_single", "reduce_scatter": "reduce_scatter_single"}
+"""The ``torch.distributed`` functions FSDP2 calls for its all-gathers and reduce-scatters: ``*_single`` in torch 2.13;
+torch 2.11 (Colab's) has no ``*_single`` functions and calls ``all_gather_into_tensor`` and ``reduce_scatter_tensor``
+(``_LEGACY``)."""
+_LEGACY = {"all_gather": "all_gather_into_tensor", "reduce_scatter": "reduce_scatter_tensor"}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -77,12 +80,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _count_collectives(counts: dict[str, int]) -> None:
-    for name in COLLECTIVES:
+    names = COLLECTIVES if all(hasattr(dist, name) for name in COLLECTIVES.values()) else _LEGACY
+    for key, name in names.items():
         original = getattr(dist, name)
 
         @functools.wraps(original)
-        def counted(*args, _original=original, _name=name, **kwargs):
-            counts[_name] += 1
+        def counted(*args, _original=original, _key=key, **kwargs):
+            counts[_key] += 1
             return _original(*args, **kwargs)
 
         setattr(dist, name, counted)
