@@ -63,6 +63,23 @@ def test_bad_arguments_name_the_value_and_the_fix(kwargs, message):
         predict_parallel(profile, 128, 4, **kwargs)
 
 
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"world_size": 3}, "world_size must be 1 or 2"),
+        (
+            {"memory_steps": (3,)},
+            "memory_steps holds 3, which with world_size 2 does not divide effective_batch_size 128",
+        ),
+        ({"memory_steps": (0,)}, "accum_steps must be >= 1, got 0"),
+    ],
+)
+def test_bad_launch_arguments_fail_before_any_process_starts(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        run_fsdp_window(**kwargs)
+    assert psutil.Process().children(recursive=True) == []
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("world_size", [1, 2])
 def test_predictions_are_within_10_percent_of_every_ranks_measured_peak(world_size):

@@ -1,7 +1,7 @@
 """Accumulation under sharded data parallel (FSDP2, ``torch.distributed.fsdp.fully_shard``), measured on real
 processes: the first piece of lesson 09 (issue 16).
 
-``run_fsdp_window`` launches 2 gloo ranks of ``gradacc.workers.fsdp_accum`` with torchrun (``gradacc.launch``: a free
+``run_fsdp_window`` launches 2 (or 1) gloo ranks of ``gradacc.workers.fsdp_accum`` with torchrun (``gradacc.launch``: a free
 port, timeouts, a clean stop) and returns what they measured: per micro-step the gradient bytes each rank holds and
 the all-gathers and reduce-scatters called so far, for FSDP2's default (gradients reduce-scattered on every
 micro-step) and for ``set_requires_gradient_sync(False)`` until the last micro-step, and each mode's largest weight
@@ -31,16 +31,18 @@ def run_fsdp_window(
     timeout: float = 120.0,
     progress: bool = False,
 ) -> dict[str, Any]:
-    """One optimizer step of ``accum_steps`` micro-steps of ``micro_batch_size`` digits per rank on 2 FSDP2 ranks, in
-    both sync modes (``gradacc.workers.fsdp_accum.MODES``), on the digits MLP of width ``hidden`` and ``depth`` hidden
-    layers (float32, SGD).
+    """One optimizer step of ``accum_steps`` micro-steps of ``micro_batch_size`` digits per rank on ``world_size``
+    FSDP2 ranks, in both sync modes (``gradacc.workers.fsdp_accum.MODES``), on the digits MLP of width ``hidden`` and
+    ``depth`` hidden layers (float32, SGD); with ``memory_steps`` (accumulation steps, e.g. ``(1, 2, 4, 8)``) also each
+    rank's peak memory (MiB) in DDP and both FSDP2 modes at a fixed ``effective_batch_size`` (samples, all ranks).
 
     Returns:
-        Rank 0's JSON (see ``gradacc.workers.fsdp_accum``; bytes, counts, the weight difference as a float) plus
+        Rank 0's JSON (see ``gradacc.workers.fsdp_accum``; bytes, counts, the weight difference as a float, MiB) plus
         ``"launcher_s"`` (wall seconds of the launch).
 
     Raises:
-        ValueError: bad ``accum_steps``, ``micro_batch_size``, ``hidden`` or ``depth``.
+        ValueError: bad ``accum_steps``, ``micro_batch_size``, ``hidden`` or ``depth``; ``world_size`` not 1 or 2; an N
+            in ``memory_steps`` whose product with ``world_size`` does not divide ``effective_batch_size``.
         WorkerError: a worker failed or the run timed out.
     """
     check_accum_steps(accum_steps)
