@@ -41,6 +41,7 @@ import argparse
 import contextlib
 import functools
 import json
+import time
 from datetime import timedelta
 from pathlib import Path
 
@@ -79,7 +80,31 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def _count_collectives(counts: dict[str, int]) -> None:
+class _Done:
+    """The handle ``_count_collectives``'s wrappers return: the collective has already completed."""
+
+    def wait(self, *args, **kwargs) -> bool:
+        return True
+
+    def is_completed(self) -> bool:
+        return True
+
+
+def _storage_refs(tensors: list[torch.Tensor]) -> list[int]:
+    return [torch._C._storage_Use_Count(t.untyped_storage()._cdata) for t in tensors]
+
+
+def _count_collectives(counts: dict[str, int], release_wait_s: float = 10.0) -> None:
+    """Wrap FSDP2's collectives: count each call, and run it to completion before returning, until gloo's worker
+    thread has let go of its tensors.
+
+    gloo runs a collective on a thread of its own, which keeps a reference to the collective's tensors until it moves
+    on; on a busy machine that can be after FSDP2 has dropped its own, and the buffer is then freed late, on that
+    thread, still alive at the next allocation (a 1 MiB all-gather buffer in the peak of 3 of 5 steps, seen in CI).
+    Waiting here until the storages' reference counts are back to what they were before the call (at most
+    ``release_wait_s`` seconds) makes every buffer's lifetime the one FSDP2 gives it. It also makes the collectives
+    synchronous (no overlap with computation, which gloo on one machine hardly has).
+    """
     names = COLLECTIVES if all(hasattr(dist, name) for name in COLLECTIVES.values()) else _LEGACY
     for key, name in names.items():
         original = getattr(dist, name)
@@ -87,7 +112,17 @@ def _count_collectives(counts: dict[str, int]) -> None:
         @functools.wraps(original)
         def counted(*args, _original=original, _key=key, **kwargs):
             counts[_key] += 1
-            return _original(*args, **kwargs)
+            tensors = [a for a in (*args, *kwargs.values()) if isinstance(a, torch.Tensor)]
+            before = _storage_refs(tensors)
+            work = _original(*args, **{**kwargs, "async_op": True})
+            work.wait()
+            del work
+            deadline = time.monotonic() + release_wait_s
+            while any(now > was for now, was in zip(_storage_refs(tensors), before, strict=True)) and (
+                time.monotonic() < deadline
+            ):
+                time.sleep(0.0005)
+            return _Done() if kwargs.get("async_op") else None
 
         setattr(dist, name, counted)
 
@@ -126,9 +161,9 @@ def _reset_peak(tracker: MemTracker) -> None:
 
 def _peak_memory(args, mode: str, n: int, x: torch.Tensor, y: torch.Tensor) -> dict:
     """This rank's peak memory (MiB, by tracker category) in an optimizer step of ``n`` micro-steps: the median of
-    ``MEASURED_STEPS`` steps' peaks. gloo frees a collective's buffers on its own thread when the collective
-    completes; now and then that is late enough for one more buffer to be alive at a step's peak (seen: one
-    all-gather buffer, 1 MiB of a 9.4 MiB peak, once in 144 two-step windows on a loaded machine)."""
+    ``MEASURED_STEPS`` steps' peaks. ``_count_collectives`` removes the large variation (gloo's thread freeing a
+    collective's buffer late); at N = 1 a step's peak still differs now and then by 0.25 MiB, whose cause was not
+    pinned down."""
     rank, world = dist.get_rank(), dist.get_world_size()
     per_rank = args.effective_batch_size // world
     b = per_rank // n
