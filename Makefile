@@ -1,9 +1,28 @@
 # The README's commands. `make lab` and `make test` create .venv and install the pinned requirements on first use;
 # the install is keyed on the contents of requirements.txt and pyproject.toml, so a second run does not reinstall.
 SHELL := /bin/bash
-PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 BIN := $(VENV)/bin
+# The interpreter .venv is made from: the first of these that runs. The pins are tested on Python 3.11 (CI, Binder);
+# Colab's 3.13 runs the course in the Colab replica; on 3.12 and 3.13 every pin has a binary wheel (README: "Which
+# Python"). Another version stops here, before anything is installed. `make lab PYTHON=/path/to/python3.11` chooses.
+PYTHON ?= $(shell for p in python3.11 python3.13 python3.12 python3; do \
+	$$p -c 'import sys' >/dev/null 2>&1 && { command -v $$p; break; }; done)
+INSTALL_GOALS := install lab test test-load exercises badges bench bench-reference lint
+ifneq ($(filter $(INSTALL_GOALS),$(or $(MAKECMDGOALS),install)),)
+ifeq ($(wildcard $(BIN)/python),)
+PYTHON_VERSION := $(if $(PYTHON),$(shell $(PYTHON) -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null))
+ifeq ($(PYTHON_VERSION),)
+$(error no Python found (tried python3.11, python3.13, python3.12, python3): install Python 3.11, e.g. `pyenv install 3.11` or your system's python3.11 package, or name one with `make lab PYTHON=/path/to/python3.11`)
+endif
+ifeq ($(filter 3.11 3.12 3.13,$(PYTHON_VERSION)),)
+$(error $(PYTHON) is Python $(PYTHON_VERSION); the course needs 3.11 (tested), 3.12 or 3.13: install Python 3.11, e.g. `pyenv install 3.11` or your system's python3.11 package, and run `make lab PYTHON=/path/to/python3.11`)
+endif
+ifneq ($(PYTHON_VERSION),3.11)
+$(info note: making .venv with Python $(PYTHON_VERSION) ($(PYTHON)); the pins are tested on 3.11 and install on $(PYTHON_VERSION) too. Without TORCH=cpu pip takes PyPI's CUDA build of torch (several GB).)
+endif
+endif
+endif
 STAMP := $(VENV)/.installed-$(shell cat requirements.txt pyproject.toml | sha256sum | cut -c1-16)
 HOST ?= 127.0.0.1
 PORT ?= 8888

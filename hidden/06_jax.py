@@ -30,24 +30,69 @@ def show(name: str, result) -> None:
     print(f"{name}: loss {float(loss):.5f} grads {sums}")
 
 
+def draw_6_1(rng) -> list[dict]:
+    """Two windows whose last rows are padding, with real items != N (shapes from a few: XLA compiles once per
+    shape; every value drawn from the seed)."""
+    cases = []
+    for _ in range(2):
+        accum_steps = rng.choice([2, 4, 8])
+        rows = accum_steps * rng.choice([2, 3])
+        sizes = rng.choice([(5, 8, 3), (9, 12, 4)])
+        real = rng.choice([r for r in range(rows // 2, rows) if r != accum_steps])
+        cases.append({"accum_steps": accum_steps, "rows": rows, "sizes": sizes, "real": real, "seed": rng.randrange(2**31)})
+    return cases
+
+
+def edges_6_1(cases: list[dict]) -> dict[str, bool]:
+    def real_per_micro_batch(c):
+        m = c["rows"] // c["accum_steps"]
+        return [min(max(c["real"] - i * m, 0), m) for i in range(c["accum_steps"])]
+
+    return {
+        "padding rows (the padding counted as items)": all(c["real"] < c["rows"] for c in cases),
+        "real items != N (divided by accum_steps)": all(c["real"] != c["accum_steps"] for c in cases),
+        "micro-batches with different real items (a mean of micro-batch means)": all(
+            len(set(real_per_micro_batch(c))) > 1 for c in cases
+        ),
+    }
+
+
+def draw_6_2(rng) -> dict:
+    """2-4 micro-batches of distinct lengths whose sum is wider than any layer and than any one of them."""
+    lengths = rng.sample([9, 13, 17, 22], rng.randint(2, 4))
+    return {"lengths": lengths, "sizes": rng.choice([(5, 8, 3), (9, 12, 4)]), "seed": rng.randrange(2**31)}
+
+
+def edges_6_2(case: dict) -> dict[str, bool]:
+    lengths, total = case["lengths"], sum(case["lengths"])
+    return {
+        "2+ micro-batches of distinct lengths (a mean of micro-batch means)": len(set(lengths)) == len(lengths) >= 2,
+        "the total differs from every layer width and every length (one matrix product on all rows is seen)": (
+            total not in case["sizes"] and total not in lengths
+        ),
+    }
+
+
+EDGE_CASES = {"6.1": (draw_6_1, edges_6_1), "6.2": (draw_6_2, edges_6_2)}
+"""Check -> (the block's draws, the edge cases every draw holds and which corpus mistakes each one separates);
+tests/test_wrong_answers.py replays the draws of 1,000 seeds. A Python loop instead of a scan (6.1) loses on the
+traced program's primitives, whatever the draw."""
+
+
 # %% hidden 6.1
-for case in range(2):  # shapes from a few (XLA compiles once per shape); every value drawn from the seed
-    accum_steps = rng.choice([2, 4, 8])
-    rows = accum_steps * rng.choice([2, 3])
-    sizes = rng.choice([(5, 8, 3), (9, 12, 4)])
-    params, x, y = draw_problem(rng.randrange(2**31), sizes, rows, rng.randint(rows // 2, rows - 1))  # padding
-    show(f"scan case {case}", quietly(jax.jit(accumulate_scan, static_argnums=3), params, x, y, accum_steps))
+for index, case in enumerate(draw_6_1(rng)):
+    accum_steps = case["accum_steps"]
+    params, x, y = draw_problem(case["seed"], case["sizes"], case["rows"], case["real"])
+    show(f"scan case {index}", quietly(jax.jit(accumulate_scan, static_argnums=3), params, x, y, accum_steps))
 scans = quietly(
     jaxacc.count_traced_ops, lambda p, a, b: accumulate_scan(p, a, b, accum_steps), params, x, y, primitive="scan"
 )
 print(f"a scan in the traced program: {scans > 0}")
 
 # %% hidden 6.2
-# distinct sizes (a mean of means is wrong) that add up to more rows than any layer is wide (22+ > 12); shapes from a
-# few (XLA compiles once per shape), every value drawn from the seed
-lengths = rng.sample([9, 13, 17, 22], rng.randint(2, 4))
-sizes = rng.choice([(5, 8, 3), (9, 12, 4)])
-params, x, y = draw_problem(rng.randrange(2**31), sizes, sum(lengths), sum(lengths))
+case = draw_6_2(rng)
+lengths = case["lengths"]
+params, x, y = draw_problem(case["seed"], case["sizes"], sum(lengths), sum(lengths))
 bounds = [sum(lengths[:i]) for i in range(len(lengths) + 1)]
 micro_batches = [(x[a:b], y[a:b]) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
 with matmul_shapes() as shapes:

@@ -6,32 +6,27 @@ and this file's own preamble, and PRINTS the student's results on inputs drawn f
 # ruff: noqa: F821 - rng, quietly, weights and the student's functions come from the notebook and the preamble
 
 import torch
-from torch.nn.parallel import DistributedDataParallel
 
 from gradacc.course.checks import weights_fingerprint
 from gradacc.course.checks.lesson07 import epoch_on_ranks
-from gradacc.data import load_digits_tensors
-from gradacc.distributed import AllReduceCounter, single_process_group
-from gradacc.models import make_digits_model
 
 
-def ddp_epoch(accum_steps: int):
-    """The learner's ``train_epoch_ddp`` on a seeded epoch, inside a process group: (batches, all-reduces, model)."""
-    x, y = load_digits_tensors()
-    micro = rng.randint(3, 12)
-    count = accum_steps * rng.randint(1, 4) + rng.randint(1, accum_steps - 1)  # every seed: a short last window
-    n_samples = micro * (count - 1) + rng.randint(1, micro)
-    start = rng.randint(0, len(x) - n_samples)
-    x, y = x[start : start + n_samples].clone(), y[start : start + n_samples].clone()
-    batches = list(zip(x.split(micro), y.split(micro), strict=True))
-    model = make_digits_model(seed=rng.randrange(2**31), hidden=rng.choice([8, 16, 24]))
-    lr = rng.uniform(0.1, 0.8)
-    ddp = DistributedDataParallel(model)  # inside single_process_group(), as in the visible checks
-    counter = AllReduceCounter()
-    ddp.register_comm_hook(state=None, hook=counter.hook)
-    optimizer = torch.optim.SGD(ddp.parameters(), lr=lr)
-    quietly(train_epoch_ddp, ddp, optimizer, batches, accum_steps)
-    return batches, counter.calls, ddp.module
+def draw_allreduce_case(rng) -> dict:
+    """An epoch on 2 real ranks, N >= 2, with 2 or more windows and a short last one (every seed: an answer without
+    ``no_sync`` all-reduces on every micro-step, one that syncs only on multiples of N never syncs the short window);
+    the values drawn from ``rng``."""
+    accum_steps = rng.randint(2, 6)
+    micro_batches = accum_steps * rng.randint(1, 3) + rng.randint(1, accum_steps - 1)
+    sizes = [[rng.randint(2, 12) for _ in range(micro_batches)] for _ in range(2)]
+    return {"accum_steps": accum_steps, "seed": rng.randrange(2**31), "lr": rng.uniform(0.1, 0.8), "sizes": sizes}
+
+
+def allreduce_line(case: dict, result: dict) -> str:
+    """One line: the case's shape, then rank 0's count of gradient all-reduces, or the error's type."""
+    where = f"{len(case['sizes'][0])} micro-batches per rank, accum_steps={case['accum_steps']}"
+    if "error" in result:
+        return f"{where}: raised {result['error'].split(':')[0]}"
+    return f"{where}: {result['allreduces']} all-reduces"
 
 
 def draw_rank_case(rng) -> dict:
@@ -55,6 +50,30 @@ def rank_result_line(case: dict, result: dict) -> str:
     return f"{where}: weights {weights_fingerprint(result['weights'])}"
 
 
+def edges_7_2(case: dict) -> dict[str, bool]:
+    n, count = case["accum_steps"], len(case["sizes"][0])
+    return {
+        "N >= 2 and 2+ windows (no no_sync: an all-reduce every micro-step)": n >= 2 and count > n,
+        "a short last window (synced only on multiples of N)": count % n != 0,
+    }
+
+
+def edges_7_3(case: dict) -> dict[str, bool]:
+    return {
+        "the ranks' window counts differ (the rank's own count; no all-reduce of the count)": len(
+            set(map(sum, case["sizes"]))
+        ) == 2,
+        "a short last window (the world size forgotten shows on every window; this one on a short one too)": len(
+            case["sizes"][0]
+        ) % case["accum_steps"] != 0,
+    }
+
+
+EDGE_CASES = {"7.2": (draw_allreduce_case, edges_7_2), "7.3": (draw_rank_case, edges_7_3)}
+"""Check -> (the block's draws, the edge cases every draw holds and which corpus mistakes each one separates);
+tests/test_wrong_answers.py replays the draws of 1,000 seeds. 7.1 is replayed in full (it is cheap)."""
+
+
 # %% hidden 7.1
 for _ in range(3):
     counts = rng.sample(range(1, 41), rng.randint(2, 5))  # every seed: ranks with different token counts
@@ -72,10 +91,9 @@ for _ in range(3):
     print(f"tokens {counts}: averaged gradient", " ".join(f"{float(g):.6f}" for g in averaged))
 
 # %% hidden 7.2
-with single_process_group():
-    runs = [(accum_steps, *ddp_epoch(accum_steps)) for accum_steps in (rng.randint(2, 6), rng.randint(2, 6))]
-for accum_steps, batches, calls, _ in runs:
-    print(f"{len(batches)} micro-batches, accum_steps={accum_steps}: {calls} all-reduces")
+cases = [draw_allreduce_case(rng) for _ in range(2)]  # on 2 real ranks: one launch for both
+for case, result in zip(cases, epoch_on_ranks(train_epoch_ddp, cases), strict=False):
+    print(allreduce_line(case, result))
 
 # %% hidden 7.3
 case = draw_rank_case(rng)

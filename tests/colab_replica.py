@@ -1,8 +1,9 @@
-"""The Colab replica: a Python 3.12 environment with exactly the versions Colab ships (``colab/requirements.txt``), and
-the course installed into it the way the notebooks' Colab setup cell installs it.
+"""The Colab replica: an environment with the Python and exactly the library versions Colab ships
+(``colab/requirements.txt``, generated from Google's own list by ``colab/make_requirements.py``), and the course
+installed into it the way the notebooks' Colab setup cell installs it.
 
 ``build()`` makes the environment once (cached under build/test-cache/, keyed by the Python version and the file's
-pins). PyPI has only the CUDA build of torch 2.11 for Linux: the environment takes about 6 GB and 2-3 minutes to
+pins). PyPI has only the CUDA build of torch 2.11 for Linux: the environment takes about 6 GB and 5-10 minutes to
 install on the course machines; its CUDA libraries are never loaded on a CPU-only machine. conftest.py starts the
 build in the background when a test session will need it, so it overlaps the other tests.
 ``install_course(venv)`` then runs ``pip install "gradacc[libs] @ file://<checkout>"`` (the setup cell's command, with
@@ -22,7 +23,17 @@ from throwaway import CACHE, find_python, isolated_venv
 
 ROOT = Path(__file__).resolve().parents[1]
 REQUIREMENTS = ROOT / "colab" / "requirements.txt"
-PYTHON_VERSION = "3.12"  # Colab's
+
+
+def colab_python_version() -> str:
+    """Colab's Python as ``X.Y.Z`` (the ``# python:`` line of ``colab/requirements.txt``)."""
+    for line in REQUIREMENTS.read_text().splitlines():
+        if line.startswith("# python:"):
+            return line.split(":", 1)[1].strip()
+    raise ValueError(f"{REQUIREMENTS} has no '# python: X.Y.Z' line: run python colab/make_requirements.py")
+
+
+PYTHON_VERSION = ".".join(colab_python_version().split(".")[:2])  # the replica's interpreter: Colab's X.Y
 
 
 def pins() -> dict[str, str]:

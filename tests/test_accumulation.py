@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import heapq
+import inspect
+import json
+import sys
+
 import pytest
 import torch
 
@@ -14,11 +19,15 @@ from gradacc.accumulation import (
     train_accumulated,
 )
 from gradacc.data import (
+    DOCSTRING_FILE,
+    EXTRA_FUNCTIONS,
     IGNORE_INDEX,
     build_vocab,
     digits_loader,
     docstring_corpus,
     encode,
+    function_docstring,
+    live_docstring_corpus,
     load_digits_tensors,
     pad_batch,
     split_micro_batches,
@@ -46,6 +55,19 @@ def test_docstring_corpus_is_real_variable_length_text():
     assert len(corpus) > 300
     assert min(lengths) >= 5 and max(lengths) > 20 * min(lengths)
     assert corpus == docstring_corpus()  # deterministic order
+    assert len(docstring_corpus(min_words=0)) == 823 and len(corpus) == 778
+
+
+def test_the_shipped_docstring_corpus_is_what_python_3_11_reads():
+    """docstrings.json is data, not a cache: written on the pinned Python (3.11) and re-read here on it, so a Colab
+    kernel on Python 3.13 trains lesson 05 on the same text (3.13 changed e.g. pathlib's docstrings and module)."""
+    shipped = json.loads(DOCSTRING_FILE.read_text(encoding="utf-8"))
+    assert sys.version_info[:2] == (3, 11) and shipped["python"].startswith("3.11.")
+    assert shipped["docstrings"] == live_docstring_corpus()
+    assert shipped["functions"] == {name: inspect.getdoc(getattr(heapq, name[6:])) for name in EXTRA_FUNCTIONS}
+    assert function_docstring("textwrap.dedent").startswith("Remove any common leading whitespace")
+    with pytest.raises(KeyError, match="'numpy.mean' is not in the shipped docstring corpus"):
+        function_docstring("numpy.mean")
 
 
 @pytest.mark.parametrize("bad", [0, -1, 2.0, "4", True, None])

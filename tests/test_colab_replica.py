@@ -1,8 +1,9 @@
-"""Colab for real: every lesson, solution and exercise on Colab's own library versions (issue 12).
+"""Colab for real: every lesson, solution and exercise on Colab's own Python and library versions (issues 12, 27).
 
-The replica (``tests/colab_replica.py``) is a Python 3.12 environment with exactly ``colab/requirements.txt`` (torch
-2.11, jax 0.7.2, ipywidgets 7.7.1, IPython 7.34, transformers 4.57.1, ...), the course installed into it with the Colab
-setup cell's own command. The notebooks then run there with the same checks as on the pinned environment
+The replica (``tests/colab_replica.py``) is an environment of Colab's Python (3.13) with exactly
+``colab/requirements.txt`` (generated from Google's own list: torch 2.11, jax 0.7.2, ipywidgets 7.7.1, IPython 7.34,
+transformers 5.15, accelerate 1.14, optax 0.2.8, ...), the course installed into it with the Colab setup cell's own
+command. The notebooks then run there with the same checks as on the pinned environment
 (test_notebooks.py): lessons to the end (tagged outputs compared), solutions pass every check, exercises fail exactly
 at their checks and pass with the answers put back.
 """
@@ -14,9 +15,14 @@ from pathlib import Path
 import colab_replica
 import pytest
 from conftest import record_measurement
-from test_notebooks import LESSONS, SOLUTIONS, check_exercise, check_lesson, check_solution
+from test_notebooks import LESSONS, PEAK_LIMIT_MIB, SOLUTIONS, check_exercise, check_lesson, check_solution
 
 pytestmark = [pytest.mark.notebook, pytest.mark.colab]
+
+# Colab's kernels load the CUDA build of torch: importing torch, jax and transformers took 883 MiB resident on the
+# replica against 407 MiB on the pinned CPU build (measured 2026-12-01), and every notebook carries those 476 MiB.
+# Colab's smallest runtime has 12.7 GB of memory; Binder's 2 GB limit (PEAK_LIMIT_MIB) applies to the pinned build.
+COLAB_PEAK_LIMIT_MIB = PEAK_LIMIT_MIB + 512
 
 
 @pytest.fixture(scope="session")
@@ -43,12 +49,12 @@ def test_setup_cell_keeps_every_colab_version(colab_python):
 
 @pytest.mark.parametrize("path", LESSONS, ids=lambda p: p.name)
 def test_lesson_runs_on_colab(path: Path, colab_python):
-    check_lesson(path, colab_python, env="colab")
+    check_lesson(path, colab_python, env="colab", peak_limit_mib=COLAB_PEAK_LIMIT_MIB)
 
 
 @pytest.mark.parametrize("path", SOLUTIONS, ids=lambda p: p.name)
 def test_solution_passes_its_checks_on_colab(path: Path, colab_python):
-    check_solution(path, colab_python, env="colab")
+    check_solution(path, colab_python, env="colab", peak_limit_mib=COLAB_PEAK_LIMIT_MIB)
 
 
 @pytest.mark.parametrize("path", SOLUTIONS, ids=lambda p: p.name)

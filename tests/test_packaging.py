@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import importlib.util
+import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import colab_replica
+import pytest
 import tomllib
 import yaml
 from conftest import ROOT
@@ -52,7 +56,36 @@ def test_package_floors_are_tested_versions_and_admit_what_colab_ships():
             tested.append(Version(colab[name]))
         (floor,) = [Version(s.version) for s in req.specifier if s.operator == ">="]
         assert floor == min(tested), f"{line}: the floor should be {min(tested)}, the lowest version a test runs"
-    assert meta["requires-python"] == ">=3.11" and colab_replica.PYTHON_VERSION == "3.12"
+    assert meta["requires-python"] == ">=3.11" and colab_replica.PYTHON_VERSION == "3.13"
+
+
+def _make_requirements():
+    spec = importlib.util.spec_from_file_location("make_requirements", ROOT / "colab" / "make_requirements.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_colab_requirements_are_generated_from_colabs_own_list():
+    """colab/requirements.txt is exactly what colab/make_requirements.py makes from the vendored copies of Google's
+    backend-info files; every pin is the version Colab's pip freeze lists, the Python is os-info's."""
+    make = _make_requirements()
+    freeze = (ROOT / "colab" / "pip-freeze.gpu.txt").read_text()
+    os_info = (ROOT / "colab" / "os-info-gpu.txt").read_text()
+    assert freeze.startswith("# Vendored verbatim from https://github.com/googlecolab/backend-info, file pip-freeze")
+    assert (ROOT / "colab" / "requirements.txt").read_text() == make.render(freeze, os_info), (
+        "colab/requirements.txt is stale: run python colab/make_requirements.py"
+    )
+    listed = make.freeze_versions(freeze)
+    assert listed["torch"] == "2.11.0" and "torch==2.11.0+cu128" in freeze  # the local label is dropped
+    assert colab_replica.pins() == {name: listed[name] for name in make.PACKAGES}
+    assert colab_replica.colab_python_version() == make.python_version(os_info) == "3.13.15"
+    # a package Colab stops shipping is an error that names it, not a silent gap
+    without_optax = "\n".join(line for line in freeze.splitlines() if not line.lower().startswith("optax=="))
+    with pytest.raises(ValueError, match=r"lists none of \['optax'\]"):
+        make.render(without_optax, os_info)
+    with pytest.raises(ValueError, match="no 'Python X.Y.Z' line"):
+        make.render(freeze, "Ubuntu 22.04.5 LTS\n")
 
 
 def test_cli_is_installed():
@@ -83,3 +116,53 @@ def test_make_lab_torch_cpu_installs_the_cpu_build_first():
     assert default.returncode == 0 and "--index-url" not in default.stdout
     wrong = _make_dry_run("TORCH=cuda")
     assert wrong.returncode != 0 and "TORCH=cuda is not supported" in wrong.stderr
+
+
+def _fake_path(tmp_path: Path, pythons: dict[str, str | None]) -> str:
+    """A PATH holding only the tools the Makefile calls and fake interpreters: ``{name: "X.Y"}``, or ``None`` for
+    one that fails when run (a pyenv shim of a version that is not enabled)."""
+    folder = tmp_path / "bin"
+    folder.mkdir(parents=True)
+    for tool in ("cat", "sha256sum", "cut", "id"):
+        (folder / tool).symlink_to(shutil.which(tool))
+    for name, version in pythons.items():
+        body = f'case "$2" in *print*) echo {version};; esac\nexit 0' if version else "echo 'pyenv: not found' >&2\nexit 127"
+        (folder / name).write_text(f"#!/bin/sh\n{body}\n")
+        (folder / name).chmod(0o755)
+    return str(folder)
+
+
+@pytest.mark.parametrize(
+    ("pythons", "chosen", "note"),
+    [
+        ({"python3.11": "3.11", "python3": "3.12"}, "python3.11", False),  # a 3.11 beside the system's 3.12
+        ({"python3.13": None, "python3": "3.12"}, "python3", True),  # Ubuntu 24.04 with a disabled pyenv shim
+        ({"python3.13": "3.13", "python3": "3.12"}, "python3.13", True),  # Colab's version before the system's
+    ],
+)
+def test_make_lab_chooses_a_supported_interpreter(tmp_path, pythons, chosen, note):
+    path = _fake_path(tmp_path, pythons)
+    run = subprocess.run(
+        [shutil.which("make"), "-n", "lab", "VENV=build/no-such-venv/.venv"],
+        cwd=ROOT, capture_output=True, text=True, env={"PATH": path},
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    assert f"|| {path}/{chosen} -m venv build/no-such-venv/.venv" in run.stdout
+    assert ("note: making .venv with Python" in run.stdout) == note
+    if note:
+        assert "the pins are tested on 3.11" in run.stdout and "TORCH=cpu" in run.stdout
+
+
+@pytest.mark.parametrize("version", ["3.10", "3.14"])
+def test_make_lab_refuses_an_untested_interpreter_at_once(tmp_path, version):
+    path = _fake_path(tmp_path, {"python3": version})
+    run = subprocess.run(
+        [shutil.which("make"), "lab", "VENV=build/no-such-venv/.venv"],
+        cwd=ROOT, capture_output=True, text=True, env={"PATH": path},
+    )  # fmt: skip
+    assert run.returncode != 0 and not (ROOT / "build" / "no-such-venv").exists()
+    assert f"is Python {version}; the course needs 3.11 (tested), 3.12 or 3.13" in run.stderr
+    assert "make lab PYTHON=/path/to/python3.11" in run.stderr
+    none = subprocess.run([shutil.which("make"), "-n", "lab", "VENV=build/no-such-venv/.venv"], cwd=ROOT,
+                          capture_output=True, text=True, env={"PATH": _fake_path(tmp_path / "empty", {})})  # fmt: skip
+    assert none.returncode != 0 and "no Python found (tried python3.11, python3.13, python3.12, python3)" in none.stderr

@@ -127,22 +127,30 @@ def hidden_output(check: str, namespace: dict, seed: int) -> str:
     return out.getvalue()
 
 
-def hidden_outputs_on_ranks(namespace: dict) -> list[str]:
-    """Hidden 7.3 for every seed at once: all 20 seeds' epochs in ONE 2-rank launch (each launch takes seconds), each
-    case drawn as the block draws it (its first draw after the grader's preamble) and printed by its own helper."""
+def hidden_outputs_on_ranks(check: str, namespace: dict) -> list[str]:
+    """Hidden 7.2 or 7.3 for every seed at once: all 20 seeds' epochs in ONE 2-rank launch (each launch takes seconds),
+    each case drawn as the block draws it (its first draws after the grader's preamble) and printed by its own helper,
+    one line per case."""
     path = ROOT / "hidden" / "07_distributed.py"
     helpers: dict = {}
     exec(compile(load_hidden(path)[0], str(path), "exec"), helpers)
-    cases = [helpers["draw_rank_case"](random.Random(seed)) for seed in SEEDS]
-    assert all(len(set(map(sum, c["sizes"]))) == 2 and len(c["sizes"][0]) % c["accum_steps"] for c in cases)
+    if check == "7.3":
+        per_seed = [[helpers["draw_rank_case"](random.Random(seed))] for seed in SEEDS]
+        line = helpers["rank_result_line"]
+    else:
+        rngs = [random.Random(seed) for seed in SEEDS]
+        per_seed = [[helpers["draw_allreduce_case"](rng) for _ in range(2)] for rng in rngs]
+        line = helpers["allreduce_line"]
+    cases = [case for seed_cases in per_seed for case in seed_cases]
     results = epoch_on_ranks(namespace["train_epoch_ddp"], cases, timeout=300)
     assert len(results) == len(cases)
-    return [helpers["rank_result_line"](c, r) for c, r in zip(cases, results, strict=True)]
+    lines = iter(line(c, r) for c, r in zip(cases, results, strict=True))
+    return ["".join(next(lines) + "\n" for _ in seed_cases) for seed_cases in per_seed]
 
 
 def _hidden_per_seed(check: str, namespace: dict) -> list[str]:
-    if check == "7.3":
-        return hidden_outputs_on_ranks(namespace)
+    if check in ("7.2", "7.3"):
+        return hidden_outputs_on_ranks(check, namespace)
     return [hidden_output(check, namespace, seed) for seed in SEEDS]
 
 
@@ -207,3 +215,72 @@ def test_corpus_cells_define_the_checked_answer():
         answer = exercise(_stem_of(mistake.check)).answers[mistake.check]
         assert re.search(rf"^(def|class) {answer}\b", mistake.source, re.MULTILINE), mistake.where
     assert all(Path(ROOT / m.where.split(":")[0]).is_file() for m in MISTAKES)
+
+
+# ---------------------------------------------------------------- every seed, by construction (issue 29)
+
+REPLAYED_SEEDS = range(1, 1001)
+
+
+@functools.cache
+def edge_cases(stem: str) -> dict:
+    """``EDGE_CASES`` of ``hidden/<stem>.py``: check -> (its block's draw function, its edge-case predicate)."""
+    path = ROOT / "hidden" / f"{stem}.py"
+    scope = {"GRADACC_SEED": 0}
+    exec(compile(HIDDEN_PREAMBLE + load_hidden(path)[0], str(path), "exec"), scope)
+    return scope.get("EDGE_CASES", {})
+
+
+def _drawn_checks() -> list[str]:
+    return [check for check in _checks() if check in edge_cases(_stem_of(check))]
+
+
+def _replayed_checks() -> list[str]:
+    return [check for check in _checks() if check not in edge_cases(_stem_of(check))]
+
+
+def test_every_check_is_covered_by_draws_or_a_full_replay():
+    """A check whose hidden block is expensive declares its draws and the edge cases they always hold; every other
+    check is replayed in full on 1,000 seeds. A declared draw function is the one its block calls."""
+    assert sorted(_drawn_checks() + _replayed_checks()) == sorted(_checks())
+    for check in _drawn_checks():
+        stem = _stem_of(check)
+        draw, _ = edge_cases(stem)[check]
+        blocks = load_hidden(ROOT / "hidden" / f"{stem}.py")[1][check]
+        assert any(f"{draw.__name__}(rng)" in block for block in blocks), f"hidden {check} does not call {draw.__name__}"
+    print(f"drawn: {_drawn_checks()}; replayed in full: {_replayed_checks()}")
+
+
+@pytest.mark.parametrize("check", _drawn_checks())
+def test_the_hidden_draws_hold_every_edge_case_on_1000_seeds(check):
+    """Every seed's draw holds every edge case (each names the corpus mistakes it separates from the reference), so a
+    mistake cannot pass on a lucky seed; the 20-seed runs above show each mistake really losing on those draws."""
+    draw, edges = edge_cases(_stem_of(check))[check]
+    missed = {}
+    for seed in REPLAYED_SEEDS:
+        held = edges(draw(random.Random(seed)))
+        assert held, f"hidden {check}: no edge cases declared"
+        for name, ok in held.items():
+            if not ok:
+                missed.setdefault(name, seed)
+    print(f"hidden {check}: {len(held)} edge cases held on {len(REPLAYED_SEEDS)} seeds: {sorted(held)}")
+    assert missed == {}, f"hidden {check}: edge case -> first seed that misses it: {missed}"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("check", _replayed_checks())
+def test_every_mistake_loses_the_cheap_hidden_checks_on_1000_seeds(check):
+    """The cheap hidden checks run in full, as plain calls in this process, for the reference and every corpus mistake
+    on 1,000 seeds: a mistake that prints the reference's result on any seed fails."""
+    reference = define(check, exercise(_stem_of(check)).references[check], "reference")
+    want = [hidden_output(check, reference, seed) for seed in REPLAYED_SEEDS]
+    mistakes = [m for m in MISTAKES if m.check == check]
+    for mistake in mistakes:
+        namespace = define(check, mistake.source, mistake.name)
+        passed = [
+            seed
+            for seed, w in zip(REPLAYED_SEEDS, want, strict=True)
+            if same_output(hidden_output(check, namespace, seed), w)
+        ]
+        assert passed == [], f"{mistake.where} ({mistake.name}) passes hidden {check} on seeds {passed[:10]}"
+    print(f"hidden {check}: {len(mistakes)} mistakes lose on all {len(REPLAYED_SEEDS)} seeds")

@@ -2,17 +2,22 @@
 
 * Handwritten digits: scikit-learn's bundled copy of the UCI "Optical Recognition of Handwritten Digits" test set,
   1,797 real 8x8 grey-scale images of the digits 0-9 (``sklearn.datasets.load_digits``; no download).
-* English text of variable length: the docstrings of a fixed list of modules of Python's standard library, which are
-  installed with every Python (their exact text can change between Python versions).
+* English text of variable length: the docstrings of a fixed list of modules of Python's standard library, read once
+  on Python 3.11 and shipped with the package (``docstrings.json``), so that every interpreter trains on the same text
+  (Python 3.13 rewrote some of them and moved ``pathlib``'s classes to ``pathlib._local``).
 """
 
 from __future__ import annotations
 
 import importlib
 import inspect
+import json
 import re
+import sys
 from collections import Counter
 from collections.abc import Sequence
+from functools import cache
+from pathlib import Path
 
 import torch
 from torch.utils.data import DataLoader, TensorDataset
@@ -24,6 +29,8 @@ __all__ = [
     "check_accum_steps",
     "docstring_corpus",
     "DOCSTRING_MODULES",
+    "DOCSTRING_FILE",
+    "function_docstring",
     "tokenize",
     "build_vocab",
     "encode",
@@ -195,15 +202,20 @@ DOCSTRING_MODULES: tuple[str, ...] = (
 _WORD = re.compile(r"[a-z]+(?:'[a-z]+)?|[0-9]+|[^\sa-z0-9]")
 
 
-def docstring_corpus(min_words: int = 5, max_words: int | None = None) -> list[dict[str, str]]:
-    """Real English text of variable length: docstrings of ``DOCSTRING_MODULES`` and their public members.
+DOCSTRING_FILE = Path(__file__).with_name("docstrings.json")
+"""The shipped corpus: ``{"python": "3.11.7", "docstrings": [{"module", "name", "text"}, ...], "functions": {...}}``,
+written by ``write_docstring_file()``; ``tests/test_accumulation.py`` reads the live docstrings again on Python 3.11
+and requires the same text."""
 
-    Args:
-        min_words, max_words: keep docstrings whose ``tokenize`` length lies in this range (``None``: no maximum).
+EXTRA_FUNCTIONS: tuple[str, ...] = ("heapq.heappush", "heapq.heappop")
+"""Functions whose docstrings ``function_docstring`` serves although the corpus skips them (defined in ``_heapq``)."""
 
-    Returns:
-        A list of ``{"module": str, "name": str, "text": str}`` in a fixed order (module list order, then member name),
-        without duplicates. On Python 3.11 there are a few thousand entries.
+
+def live_docstring_corpus() -> list[dict[str, str]]:
+    """Every docstring of ``DOCSTRING_MODULES`` and their public callables, read from the running interpreter.
+
+    This is how ``docstrings.json`` was made (on Python 3.11); the text differs on other versions. Order: module list
+    order, then member name; a member re-exported from another module is skipped, and so is a repeated text.
     """
     seen: set[str] = set()
     corpus: list[dict[str, str]] = []
@@ -218,12 +230,73 @@ def docstring_corpus(min_words: int = 5, max_words: int | None = None) -> list[d
             doc = inspect.getdoc(obj)
             if not doc or doc in seen:
                 continue
-            n_words = len(tokenize(doc))
-            if n_words < min_words or (max_words is not None and n_words > max_words):
-                continue
             seen.add(doc)
             corpus.append({"module": module_name, "name": name or module_name, "text": doc})
     return corpus
+
+
+def _live_function_docstrings() -> dict[str, str]:
+    functions = {}
+    for qualified in EXTRA_FUNCTIONS:
+        module, attr = qualified.rsplit(".", 1)
+        functions[qualified] = inspect.getdoc(getattr(importlib.import_module(module), attr)) or ""
+    return functions
+
+
+def write_docstring_file(path: Path = DOCSTRING_FILE) -> Path:
+    """(Maintainers) Read the corpus from the running interpreter and write it to ``path``; returns ``path``.
+
+    Raises:
+        RuntimeError: not Python 3.11, the version every stored lesson output was computed with.
+    """
+    if sys.version_info[:2] != (3, 11):
+        raise RuntimeError(f"write the docstring corpus on Python 3.11 (the pinned one), not {sys.version.split()[0]}")
+    data = {
+        "python": sys.version.split()[0],
+        "docstrings": live_docstring_corpus(),
+        "functions": _live_function_docstrings(),
+    }
+    path.write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    return path
+
+
+@cache
+def _shipped() -> dict:
+    return json.loads(DOCSTRING_FILE.read_text(encoding="utf-8"))
+
+
+def function_docstring(qualified_name: str) -> str:
+    """The shipped docstring of a function of the corpus (``"textwrap.dedent"``) or of ``EXTRA_FUNCTIONS``.
+
+    Raises:
+        KeyError: the name is in neither.
+    """
+    data = _shipped()
+    if qualified_name in data["functions"]:
+        return data["functions"][qualified_name]
+    module, _, name = qualified_name.rpartition(".")
+    for entry in data["docstrings"]:
+        if entry["module"] == module and entry["name"] == name:
+            return entry["text"]
+    raise KeyError(f"{qualified_name!r} is not in the shipped docstring corpus ({DOCSTRING_FILE.name})")
+
+
+def docstring_corpus(min_words: int = 5, max_words: int | None = None) -> list[dict[str, str]]:
+    """Real English text of variable length: docstrings of ``DOCSTRING_MODULES`` and their public members, as read on
+    Python 3.11 and shipped in ``docstrings.json`` (the same text on every interpreter).
+
+    Args:
+        min_words, max_words: keep docstrings whose ``tokenize`` length lies in this range (``None``: no maximum).
+
+    Returns:
+        A list of ``{"module": str, "name": str, "text": str}`` in a fixed order (module list order, then member name),
+        without duplicates: 823 entries in all, 778 of at least 5 words.
+    """
+    return [
+        dict(entry)
+        for entry in _shipped()["docstrings"]
+        if min_words <= len(tokenize(entry["text"])) and (max_words is None or len(tokenize(entry["text"])) <= max_words)
+    ]
 
 
 def tokenize(text: str) -> list[str]:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from .data import build_vocab, encode, pad_batch, tokenize
+from .data import build_vocab, encode, function_docstring, pad_batch, tokenize
 
 __all__ = ["TOKEN_LABEL_COUNTS", "token_vocab_size", "token_windows"]
 
@@ -17,8 +17,7 @@ TOKEN_LABEL_COUNTS: tuple[tuple[tuple[int, ...], ...], ...] = (((2,), (1, 2)), (
 with 2 and 1 + 2 = 3 tokens (5 in its window), rank 1 holds 4 + 3 = 7 and 8 (15 in its window); 20 in all."""
 
 
-# Docstrings that read the same in Python 3.10-3.13 (bisect.bisect_left and functools.reduce changed in 3.12/3.13:
-# lesson 07's stored numbers then differed on Colab's Python 3.12; the Colab replica test runs it there).
+# Docstrings of the shipped corpus (gradacc/docstrings.json, read on Python 3.11): the same text on every interpreter.
 _TOKEN_SOURCES = (
     "textwrap.dedent",
     "json.dumps",
@@ -31,14 +30,7 @@ _TOKEN_SOURCES = (
 
 
 def _token_texts() -> list[str]:
-    import importlib
-    import inspect
-
-    texts = []
-    for name in _TOKEN_SOURCES:
-        module, attr = name.rsplit(".", 1)
-        texts.append(inspect.getdoc(getattr(importlib.import_module(module), attr)) or "")
-    return texts
+    return [function_docstring(name) for name in _TOKEN_SOURCES]
 
 
 def _token_vocab() -> dict[str, int]:

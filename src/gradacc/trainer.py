@@ -3,11 +3,10 @@
 Everything runs offline (``HF_HUB_OFFLINE=1`` is set before transformers is imported); the text task, tokenizer and
 tiny models live in ``gradacc.texttask`` and are re-exported here.
 
-How ``Trainer`` accumulates (transformers 5.24 and 4.57, read from ``transformers/trainer.py``):
+How ``Trainer`` accumulates (transformers 5.24, the pins, and 5.15, Colab's; read from ``transformers/trainer.py``):
 
 * it collects the N micro-batches of a window first (``get_batch_samples``) and counts ``num_items_in_batch``: the
-  labels that are not -100; transformers 5 counts a causal LM's over ``labels[..., 1:]`` (the positions the shifted
-  loss predicts), 4.57 over all labels (one more per sequence);
+  labels that are not -100, a causal LM's over ``labels[..., 1:]`` (the positions the shifted loss predicts);
 * it decides whether the model normalizes the loss by that count itself from ``model.accepts_loss_kwargs`` or, if
   absent, from whether ``forward`` accepts ``**kwargs`` (``Trainer.model_accepts_loss_kwargs``); if so (or if a
   ``compute_loss_func`` is given) it passes ``num_items_in_batch`` and does NOT divide the loss by N;
@@ -60,7 +59,6 @@ __all__ = [
     "classification_metrics",
     "quiet_transformers",
     "probe_args",
-    "read_in_order",
     "takes_loss_kwargs",
     "first_step_probe",
     "update_ratio",
@@ -97,8 +95,8 @@ def _trainer_class():
         returned ``loss`` as a float, the micro-batch's ``samples``, and with ``keep_tensors`` its ``inputs``) and
         ``optimizer_steps`` (one dict per optimizer step; with ``keep_tensors`` the ``weights_before`` the window and
         the accumulated ``grads`` just before ``optimizer.step()``, after clipping). Removes the ``PrinterCallback``
-        that ``disable_tqdm=True`` adds, so training prints nothing. Reads the training set in order (``read_in_order``),
-        so a window of N micro-batches of B holds the same samples as one batch of N*B.
+        that ``disable_tqdm=True`` adds, so training prints nothing. With ``probe_args`` it reads the training set in
+        order, so a window of N micro-batches of B holds the same samples as one batch of N*B.
         """
 
         def __init__(self, *args, keep_tensors: bool = False, **kwargs) -> None:
@@ -109,7 +107,6 @@ def _trainer_class():
             self._weights_before: dict[str, torch.Tensor] = {}
             self.remove_callback(PrinterCallback)
             self.add_callback(_Recorder(self))
-            read_in_order(self)
 
         def training_step(self, model, inputs, num_items_in_batch=None):
             loss = super().training_step(model, inputs, num_items_in_batch)
@@ -136,8 +133,8 @@ def __getattr__(name: str):  # ProbeTrainer is built lazily so that importing gr
 
 def takes_loss_kwargs(model):
     """Give ``model`` a ``forward`` that takes ``**kwargs`` and ignores ``num_items_in_batch``: what
-    ``BertForSequenceClassification.forward`` is in transformers 5 (``**kwargs`` for attention back-ends), on every
-    supported version (4.57's has none), and what many models of one's own look like. Trainer then concludes that the
+    ``BertForSequenceClassification.forward`` is in transformers 5 (``**kwargs`` for attention back-ends), for any
+    model, and what many models of one's own look like. Trainer then concludes that the
     model divides by the window's count itself, passes the count and skips its own division by N, and nobody divides:
     the N-times-too-large update of lesson 05. Returns ``model``."""
     import inspect
@@ -157,25 +154,14 @@ def takes_loss_kwargs(model):
     return model
 
 
-def read_in_order(trainer):
-    """Make ``trainer`` (any ``transformers.Trainer``) read its training set in order, on every supported transformers
-    version: its ``_get_train_sampler`` returns a ``SequentialSampler`` (transformers 5 can say this with
-    ``train_sampling_strategy="sequential"``; 4.57 has no such argument and always shuffles). Returns ``trainer``."""
-    from torch.utils.data import SequentialSampler
-
-    def sampler(train_dataset=None):
-        return SequentialSampler(trainer.train_dataset if train_dataset is None else train_dataset)
-
-    trainer._get_train_sampler = sampler
-    return trainer
-
-
 def probe_args(output_dir: str, micro_batch_size: int, accum_steps: int, **overrides: Any):
     """``TrainingArguments`` for probing one or a few optimizer steps exactly.
 
     Plain SGD (``optim="sgd"``: no momentum, no weight decay) at a constant learning rate of 0.1, no clipping
-    (``max_grad_norm=1e9``: the clipping factor is exactly 1, and every supported transformers version computes and logs
-    the gradient norm; with 0, 4.57 logs none), a log line every optimizer step, nothing saved or reported, no progress bars. ``overrides`` replace any of these.
+    (``max_grad_norm=1e9``: the clipping factor is exactly 1 and the gradient norm is still logged), the training set
+    read in order (``train_sampling_strategy="sequential"``, so a window of N micro-batches of B holds the samples of
+    one batch of N*B), a log line every optimizer step, nothing saved or reported, no progress bars. ``overrides``
+    replace any of these.
 
     Raises:
         ValueError: ``accum_steps`` or ``micro_batch_size`` < 1.
@@ -196,6 +182,7 @@ def probe_args(output_dir: str, micro_batch_size: int, accum_steps: int, **overr
         "lr_scheduler_type": "constant",
         "weight_decay": 0.0,
         "max_grad_norm": 1e9,
+        "train_sampling_strategy": "sequential",
         "max_steps": 1,
         "logging_steps": 1,
         "save_strategy": "no",

@@ -140,3 +140,29 @@ def train_epoch(model, optimizer, scheduler, batches, accum_steps):
     if window:
         step(window)
     return losses
+
+
+# %% 2.2 items = the window's micro-batches x the first micro-batch's size (as if every micro-batch were full)
+def train_epoch(model, optimizer, scheduler, batches, accum_steps):
+    losses, window = [], []
+
+    def step(window):
+        items = len(window) * len(window[0][1])
+        total = 0.0
+        for inputs, labels in window:
+            loss = F.cross_entropy(model(inputs), labels, reduction="sum") / items
+            loss.backward()
+            total += loss.item()
+        optimizer.step()
+        optimizer.zero_grad()
+        scheduler.step()
+        losses.append(total)
+
+    for batch in batches:
+        window.append(batch)
+        if len(window) == accum_steps:
+            step(window)
+            window = []
+    if window:
+        step(window)
+    return losses

@@ -70,3 +70,19 @@ def window_grads(params, micro_batches):
         grad_sum = jax.tree_util.tree_map(jnp.add, grad_sum, grads)
     n = len(micro_batches)
     return loss_sum / n, jax.tree_util.tree_map(lambda g: g / n, grad_sum)
+
+
+# %% 6.1 the window's summed loss divided by accum_steps instead of its real items
+def accumulate_scan(params, x, y, accum_steps):
+    xs = x.reshape(accum_steps, -1, *x.shape[1:])
+    ys = y.reshape(accum_steps, -1)
+    grad_fn = jax.value_and_grad(jaxacc.sum_cross_entropy)
+
+    def micro_step(carry, batch):
+        loss_sum, grad_sum = carry
+        loss, grads = grad_fn(params, *batch)
+        return (loss_sum + loss, jax.tree_util.tree_map(jnp.add, grad_sum, grads)), None
+
+    carry = (jnp.zeros(()), jax.tree_util.tree_map(jnp.zeros_like, params))
+    (loss_sum, grad_sum), _ = jax.lax.scan(micro_step, carry, (xs, ys))
+    return loss_sum / accum_steps, jax.tree_util.tree_map(lambda g: g / accum_steps, grad_sum)

@@ -69,3 +69,17 @@ def grad_cache_backward(encoder, views_a, views_b, accum_steps, temperature=0.1)
     for out, grad in zip(outputs, cached, strict=True):
         out.backward(grad)
     return loss.item()
+
+
+# %% 8.3 recomputed per view, not per chunk (one whole view's activations alive at once)
+def grad_cache_backward(encoder, views_a, views_b, accum_steps, temperature=0.1):
+    with torch.no_grad():
+        z_a = torch.cat([encoder(chunk) for chunk in views_a.tensor_split(accum_steps)])
+        z_b = torch.cat([encoder(chunk) for chunk in views_b.tensor_split(accum_steps)])
+    z_a.requires_grad_(True)
+    z_b.requires_grad_(True)
+    loss = info_nce_loss(z_a, z_b, temperature)
+    loss.backward()
+    encoder(views_a).backward(z_a.grad)
+    encoder(views_b).backward(z_b.grad)
+    return loss.item()

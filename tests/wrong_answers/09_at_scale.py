@@ -47,6 +47,17 @@ def sync_plan(parameter_bytes, world_size, accum_steps, peak_each_mib, budget_mi
     return None
 
 
+# %% 9.1 the boundary's extra memory taken as one more shard (P / W), not the missing part (W - 1) / W x P
+def sync_plan(parameter_bytes, world_size, accum_steps, peak_each_mib, budget_mib, bandwidth_gb_s):
+    sent = parameter_bytes * (world_size - 1) / world_size
+    one = sent / (bandwidth_gb_s * 1e9)
+    extra_mib = parameter_bytes / world_size / 2**20 if accum_steps >= 2 else 0.0
+    if peak_each_mib + extra_mib <= budget_mib:
+        return "boundary", one
+    if peak_each_mib <= budget_mib:
+        return "each", accum_steps * one
+    return None
+
 # %% 9.2 logging with .item() every micro-step (a graph break, and a device sync on a GPU)
 def micro_step(model, batch, items, stats):
     loss = sum_cross_entropy(model, batch) / items

@@ -97,8 +97,8 @@ def main(argv: list[str] | None = None) -> int:
         step = run["optimizer_steps"][0]
         single = collator([{"input_ids": s, "attention_mask": [1] * len(s)} for s in sequences])
         target = batch_gradients(make_lm, step["weights_before"], single)
-        # the target of a correct run: the 4-sequence batch's gradient, scaled as lesson 05 section 5 shows (4.57
-        # counts one more label per sequence: 32 instead of 28); without averaging each rank counts only its own
+        # the target of a correct run: the 4-sequence batch's gradient over the window's count (lesson 05 section 5:
+        # the 28 predicted tokens); without averaging each rank counts only its own
         scale = predicted / ranks[0]["num_items_in_batch"][0] if average else 1.0
         settings[str(average)] = {
             "ranks": ranks,

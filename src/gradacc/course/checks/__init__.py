@@ -13,6 +13,7 @@ import contextlib
 import io
 import math
 import sys
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -47,14 +48,18 @@ def _in_notebook() -> bool:
 def run_check(exercise: str, body: Callable[[], str | None]) -> bool:
     """Run ``body``; it returns ``None`` when the answer is right, else a message saying what is wrong.
 
-    Prints one line, ``Exercise X.Y: correct`` or ``Exercise X.Y: incorrect - <what is wrong>``. An exception raised by
+    Prints one line, ``Exercise X.Y: correct`` or ``Exercise X.Y: incorrect - <what is wrong>``, and nothing else: the
+    warnings raised while ``body`` runs are dropped, so the verdict cannot depend on which library version warns (torch
+    2.11's Dynamo warns "Guards may run slower on Python 3.13.0" on that one patch release). An exception raised by
     the student's code is reported as ``incorrect`` with its type and message.
 
     Raises:
         CheckFailed: the answer is not correct and this runs in a notebook (after the line is printed).
     """
     try:
-        problem = body()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            problem = body()
     except NotImplementedError:
         problem = "not answered yet (the solution cell still raises NotImplementedError)"
     except Exception as exc:  # the student's code failed: say how

@@ -123,11 +123,12 @@ def check_train_epoch(train_epoch: Callable) -> None:
     makes a step, divided by its own number of samples; the scheduler steps once per optimizer step; gradients are
     zeroed after each step; returns the mean loss of each window as floats. Compared with
     ``gradacc.accumulation.train_accumulated`` on real digits (10 micro-batches with N = 4; 7 with N = 3 and a last
-    micro-batch of 5 samples; N = 1).
+    micro-batch of 5 samples; 10 with N = 4 whose short last window holds a full micro-batch of 16 beside one of 6;
+    N = 1).
     """
 
     def body() -> str | None:
-        cases = [(16, 160, 4, 3), (16, 101, 3, 21), (10, 30, 1, 4)]
+        cases = [(16, 160, 4, 3), (16, 101, 3, 21), (16, 150, 4, 5), (10, 30, 1, 4)]
         for micro_batch_size, n_samples, accum_steps, seed in cases:
             batches = list(digits_loader(micro_batch_size, seed=seed, n_samples=n_samples))
             model, optimizer, scheduler = _epoch_setup(seed)

@@ -3,11 +3,12 @@
 Exercise 7.1 asks for ``token_weighted_loss(loss_sum, local_tokens, global_tokens, world_size)``: the loss each rank
 back-propagates so that DDP's gradient AVERAGE over ranks equals the gradient of (sum of every token loss) / (every
 token). Exercises 7.2 and 7.3 check one function, ``train_epoch_ddp(ddp_model, optimizer, batches, accum_steps)``:
-one all-reduce per window (7.2) and the weights of one process accumulating the same windows (7.3). 7.2 runs a real
-``DistributedDataParallel`` model in a one-process gloo group inside the kernel
-(``gradacc.distributed.single_process_group``), with a communication hook that counts the all-reduces. 7.3 runs the
-learner's function on 2 real ranks (``gradacc.workers.ddp_answer`` under torchrun), whose micro-batches differ in
-size: in one process a missing all-reduce of the sample count changes nothing, across ranks it does.
+one gradient all-reduce per window (7.2) and the weights of one process accumulating the same windows (7.3). Both run
+the learner's function on 2 real ranks (``gradacc.workers.ddp_answer`` under torchrun; a communication hook counts
+DDP's all-reduces), where synchronization matters: in a one-process group there is nothing to sync, and code that
+skips ``no_sync()`` there (Accelerate's guide does, for ``num_processes == 1``) is right. 7.3's ranks hold
+micro-batches of different sizes: in one process a missing all-reduce of the sample count changes nothing, across
+ranks it does.
 """
 
 from __future__ import annotations
@@ -23,8 +24,7 @@ from pathlib import Path
 import torch
 
 from ...accumulation import max_abs_diff, train_accumulated
-from ...data import load_digits_tensors
-from ...distributed import AllReduceCounter, rank_batches, single_process_group
+from ...distributed import rank_batches
 from ...launch import _worker_env, free_port, run_processes, torchrun_command
 from ...models import make_digits_model
 from . import run_check
@@ -36,6 +36,7 @@ __all__ = [
     "epoch_on_ranks",
     "learner_spec",
     "one_process_weights",
+    "windows_of",
 ]
 
 # token counts per rank; several world sizes, ranks with very different counts, one rank with a single token
@@ -92,56 +93,43 @@ def check_token_weighted_loss(token_weighted_loss: Callable[..., torch.Tensor]) 
     run_check("7.1", body)
 
 
-def _epoch_case(accum_steps: int, n_samples: int, micro_batch_size: int, seed: int):
-    x, y = load_digits_tensors()
-    start = 100 * seed
-    x, y = x[start : start + n_samples], y[start : start + n_samples]
-    batches = list(zip(x.split(micro_batch_size), y.split(micro_batch_size), strict=True))
-    model = make_digits_model(seed=seed, hidden=16)
-    return model, batches
+# Two ranks, (accum_steps, micro-batch sizes per rank): windows of 5, 5, 2 micro-batches (the last micro-batch of
+# rank 0 holds 2 samples); windows of 4, 4, 2; an epoch that is one short window of 3 micro-batches.
+_ALLREDUCE_CASES = (
+    {"accum_steps": 5, "seed": 1, "lr": 0.5, "sizes": [[8] * 11 + [2], [6] * 11 + [4]]},
+    {"accum_steps": 4, "seed": 2, "lr": 0.5, "sizes": [[6] * 10, [5] * 9 + [1]]},
+    {"accum_steps": 8, "seed": 3, "lr": 0.5, "sizes": [[10, 10, 10], [4, 4, 4]]},
+)
 
 
-# (accum_steps, samples, micro_batch_size, seed): windows of 5, 5, 2 micro-batches (the last micro-batch holds 2
-# samples), then 4, 4, 2 micro-batches, then an epoch that is one short window of 3.
-_EPOCH_CASES = ((5, 90, 8, 1), (4, 60, 6, 2), (8, 30, 10, 3))
-
-
-def _run_epochs(train_epoch_ddp: Callable[..., object]) -> list[dict]:
-    from torch.nn.parallel import DistributedDataParallel as DDP
-
-    runs = []
-    with single_process_group():
-        for accum_steps, n_samples, micro, seed in _EPOCH_CASES:
-            model, batches = _epoch_case(accum_steps, n_samples, micro, seed)
-            ddp = DDP(model)
-            counter = AllReduceCounter()
-            ddp.register_comm_hook(state=None, hook=counter.hook)
-            optimizer = torch.optim.SGD(ddp.parameters(), lr=0.5)
-            train_epoch_ddp(ddp, optimizer, batches, accum_steps)
-            runs.append(
-                {
-                    "case": f"{len(batches)} micro-batches of up to {micro} samples, accum_steps={accum_steps}",
-                    "windows": math.ceil(len(batches) / accum_steps),
-                    "calls": counter.calls,
-                }
-            )
-    return runs
+def windows_of(case: dict) -> int:
+    """The accumulation windows of one rank's epoch in ``case``: ceil(micro-batches / accum_steps)."""
+    return math.ceil(len(case["sizes"][0]) / case["accum_steps"])
 
 
 def check_allreduces_per_window(train_epoch_ddp: Callable[..., object]) -> None:
     """Exercise 7.2: ``train_epoch_ddp`` all-reduces exactly once per accumulation window, the short last one too.
 
-    Runs the function on a DDP model in a one-process group on three epochs of its own (windows of 5, 5, 2; 4, 4, 2;
-    and a single short window) and counts the gradient all-reduces with ``AllReduceCounter``. Prints
-    ``Exercise 7.2: correct`` or what went wrong; returns ``None``.
+    Runs the function on 2 real ranks (``epoch_on_ranks``: torchrun, a few seconds) on three epochs of its own
+    (windows of 5, 5, 2; 4, 4, 2; a single short window of 3) and counts DDP's gradient all-reduces on rank 0
+    (``AllReduceCounter``). Prints ``Exercise 7.2: correct`` or what went wrong; returns ``None``.
     """
 
     def body() -> str | None:
-        for run in _run_epochs(train_epoch_ddp):
-            if run["calls"] != run["windows"]:
+        try:
+            results = epoch_on_ranks(train_epoch_ddp, _ALLREDUCE_CASES)
+        except OSError:
+            return "define train_epoch_ddp in a notebook cell of its own: the check could not read its source"
+        for case, result in zip(_ALLREDUCE_CASES, results, strict=False):
+            where = f"{len(case['sizes'][0])} micro-batches per rank on 2 ranks, accum_steps={case['accum_steps']}"
+            if "error" in result:
+                if result["error"].startswith("NotImplementedError"):
+                    raise NotImplementedError()  # reported as "not answered yet"
+                return f"{where}: your code raised {result['error']}"
+            if result["allreduces"] != windows_of(case):
                 return (
-                    f"{run['case']}: {run['calls']} gradient all-reduces, expected {run['windows']} (one per window: "
-                    "no_sync() on every micro-step except the last of each window, including the short last window)"
+                    f"{where}: {result['allreduces']} gradient all-reduces, expected {windows_of(case)} (one per "
+                    "window: no_sync() on every micro-step except the last of each window, the short last window too)"
                 )
         return None
 
