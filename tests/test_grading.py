@@ -818,3 +818,100 @@ def test_a_killed_run_resumes_and_grades_only_what_has_no_row(corpus, tmp_path, 
     _, after = read_journal(journal)
     assert sorted(r.student for r in after) == students  # every row once: s0, kept from the killed run, not regraded
     assert after[0] == before[0]
+
+
+# ---------------------------------------------------------------- nothing lost under load (issue 29)
+
+_DIE_ONCE = '''import os
+marker = os.environ.get("GRADACC_TEST_KERNEL_DIES_ONCE")
+if marker and "JPY_PARENT_PID" in os.environ:  # a Jupyter kernel, started by jupyter_client (nbval)
+    try:
+        os.close(os.open(marker, os.O_CREAT | os.O_EXCL))
+    except FileExistsError:
+        pass
+    else:
+        os._exit(1)  # the first kernel dies on start-up, before kernel_info: what a loaded machine did
+'''
+
+
+@pytest.mark.parametrize("exercise", ["01_small", "02_small"])
+def test_a_kernel_that_dies_on_start_up_is_started_again(tmp_path, monkeypatch, exercise):
+    """01_small has hidden checks: the first kernel is a calibration run of the reference (retried with twice the
+    limits). 02_small has none: the first kernel is the student's (started again once, noted in the row)."""
+    solutions, hidden, subs = tmp_path / "solutions", tmp_path / "hidden", tmp_path / "subs"
+    _write(small_solution_01(), solutions / "01_small.ipynb")
+    _write(small_solution_02(), solutions / "02_small.ipynb")
+    hidden.mkdir()
+    (hidden / "01_small.py").write_text(HIDDEN_01)
+    reference = small_solution_01() if exercise == "01_small" else small_solution_02()
+    answers = {c.id: c.source for c in reference.cells if "solution" in c.metadata.get("tags", [])}
+    _write(_answered(generate_exercise(reference), answers), subs / "alice" / f"{exercise}.ipynb")
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(_DIE_ONCE)
+    marker = tmp_path / "a-kernel-died"
+    monkeypatch.setenv("PYTHONPATH", f"{site}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
+    monkeypatch.setenv("GRADACC_TEST_KERNEL_DIES_ONCE", str(marker))
+    logged = []
+    book = grade(subs, solutions, hidden=hidden, settings=SETTINGS, progress=False, log=logged.append)
+    assert marker.exists(), "no kernel died: the fault was not injected"
+    (row,) = book.rows
+    print(f"{exercise}: {row.status} {row.points}/{row.max_points}; {row.message}; log {logged}")
+    assert (row.status, row.points) == ("graded", row.max_points)
+    if exercise == "01_small":
+        assert any("trying once more with twice the time limits" in line for line in logged)
+    else:
+        assert "the kernel died before the first cell" in row.message
+
+
+def test_a_reference_that_cannot_run_leaves_ungraded_rows_that_resume_grades(tmp_path, capsys):
+    """The reference of 01_small is made slow (its answer to 1.1 sleeps past twice the cell timeout): calibration fails,
+    then fails again with twice the limits; every submission of 01_small gets an ``ungraded`` row with the reason, the
+    other exercise is graded, the exit code is 3. With the reference repaired, ``--resume`` grades only the ungraded
+    ones, with the same seed: a full gradebook."""
+    solutions, hidden, subs = tmp_path / "solutions", tmp_path / "hidden", tmp_path / "subs"
+    slow = small_solution_01()
+    slow.cells[2].source = "import time\n\ntime.sleep(6)  # past 2 x --cell-timeout 2\n" + WEIGHTED
+    _write(slow, solutions / "01_small.ipynb")
+    _write(small_solution_02(), solutions / "02_small.ipynb")
+    hidden.mkdir()
+    (hidden / "01_small.py").write_text(HIDDEN_01)
+    ex1 = generate_exercise(small_solution_01())
+    right = {"ex-1-1-solution": WEIGHTED, "ex-1-2-solution": ACCUMULATED}
+    for student in ("ann", "ben", "cy"):
+        _write(_answered(ex1, right) if student != "cy" else ex1, subs / student / "01_small.ipynb")
+    _write(_answered(generate_exercise(small_solution_02()), {"ex-2-1-solution": small_solution_02().cells[1].source}),
+           subs / "ann" / "02_small.ipynb")  # fmt: skip
+    out = tmp_path / "book.csv"
+    args = ["grade", str(subs), "--reference", str(solutions), "--hidden", str(hidden), "--out", str(out), "--quiet",
+            "--workers", "2", "--seed", "5", "--timeout", "60", "--cell-timeout", "2"]  # fmt: skip
+    assert main(args) == 3
+    err = capsys.readouterr().err
+    assert "trying once more with twice the time limits" in err and "run the same command again with --resume" in err
+    with out.open() as f:
+        rows = {(r["student"], r["exercise"]): r for r in csv.DictReader(f)}
+    assert [(k, rows[k]["status"]) for k in sorted(rows)] == [
+        (("ann", "01_small"), "ungraded"),
+        (("ann", "02_small"), "graded"),
+        (("ben", "01_small"), "ungraded"),
+        (("ben", "02_small"), "missing"),
+        (("cy", "01_small"), "ungraded"),
+        (("cy", "02_small"), "missing"),
+    ]
+    assert all("could not run under the grader" in rows[(s, "01_small")]["message"] for s in ("ann", "ben", "cy"))
+    assert rows[("ann", "02_small")]["points"] == "1"
+    _, journaled = read_journal(Path(str(out) + ".journal.jsonl"))
+    assert [(r.student, r.exercise) for r in journaled] == [("ann", "02_small")]  # ungraded rows wait for --resume
+
+    _write(small_solution_01(), solutions / "01_small.ipynb")  # the machine is quiet again
+    assert main([*args, "--resume"]) == 0
+    with out.open() as f:
+        rows = {(r["student"], r["exercise"]): r for r in csv.DictReader(f)}
+    assert [(k, rows[k]["status"], rows[k]["points"]) for k in sorted(rows)] == [
+        (("ann", "01_small"), "graded", "5"),
+        (("ann", "02_small"), "graded", "1"),
+        (("ben", "01_small"), "graded", "5"),
+        (("ben", "02_small"), "missing", "0"),
+        (("cy", "01_small"), "graded", "0"),
+        (("cy", "02_small"), "missing", "0"),
+    ]

@@ -29,6 +29,7 @@ from gradacc.grading.merge import HIDDEN_PREAMBLE
 from gradacc.grading.score import same_output
 
 CORPUS = ROOT / "tests" / "wrong_answers"
+RIGHT = ROOT / "tests" / "right_answers"  # correct answers written another way: full points on every seed
 SEEDS = range(1, 21)
 _CELL = re.compile(r"^# %% (\d+\.\d+) (.+)$", re.MULTILINE)
 
@@ -81,9 +82,9 @@ def _stem_of(check: str) -> str:
     return next(stem for stem in _stems() if int(stem[:2]) == int(check.split(".")[0]))
 
 
-def load_corpus() -> list[Mistake]:
+def load_corpus(folder: Path = CORPUS) -> list[Mistake]:
     mistakes = []
-    for path in sorted(CORPUS.glob("0*.py")):
+    for path in sorted(folder.glob("[0-9]*.py")):
         text = path.read_text(encoding="utf-8")
         matches = list(_CELL.finditer(text))
         for match, end in zip(matches, [m.start() for m in matches[1:]] + [len(text)], strict=True):
@@ -94,6 +95,7 @@ def load_corpus() -> list[Mistake]:
 
 
 MISTAKES = load_corpus()
+ALTERNATIVES = load_corpus(RIGHT)
 
 
 def define(check: str, source: str, label: str) -> dict:
@@ -210,11 +212,32 @@ def test_the_hidden_check_rejects_the_mistake_on_every_seed(mistake):
     assert lost == len(SEEDS)
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "answer",
+    [pytest.param(a, marks=pytest.mark.xdist_group(f"hidden {a.check}")) for a in ALTERNATIVES],
+    ids=[f"{a.check} {a.name}" for a in ALTERNATIVES],
+)
+def test_a_correct_alternative_gets_full_points_on_every_seed(answer):
+    """An answer the lesson does not forbid (another guard, another API for the same sync) passes the visible check
+    and prints the reference's hidden results on all 20 seeds: a check judges what it teaches, not one way to write
+    it."""
+    answers = exercise(_stem_of(answer.check)).answers
+    namespace = define(answer.check, answer.source, answer.name)
+    for check in [c for c, name in answers.items() if name == answers[answer.check]]:  # 7.2 and 7.3: one function
+        assert visible_output(check, namespace) == f"Exercise {check}: correct\n"
+        got = _hidden_per_seed(check, namespace)
+        kept = sum(same_output(g, w) for g, w in zip(got, _reference_per_seed(check), strict=True))
+        print(f"hidden {check}, {answer.name}: the reference's results on {kept} of {len(SEEDS)} seeds")
+        assert kept == len(SEEDS)
+
+
 def test_corpus_cells_define_the_checked_answer():
-    for mistake in MISTAKES:
+    assert ALTERNATIVES, "tests/right_answers/ holds no correct alternative"
+    for mistake in MISTAKES + ALTERNATIVES:
         answer = exercise(_stem_of(mistake.check)).answers[mistake.check]
         assert re.search(rf"^(def|class) {answer}\b", mistake.source, re.MULTILINE), mistake.where
-    assert all(Path(ROOT / m.where.split(":")[0]).is_file() for m in MISTAKES)
+    assert all(Path(ROOT / m.where.split(":")[0]).is_file() for m in MISTAKES + ALTERNATIVES)
 
 
 # ---------------------------------------------------------------- every seed, by construction (issue 29)

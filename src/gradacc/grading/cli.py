@@ -77,6 +77,13 @@ def _cmd_grade(args: argparse.Namespace) -> int:
     )
     if args.feedback:
         print(f"wrote feedback for {len({r.student for r in book.rows})} students to {args.feedback}")
+    if counts.get("ungraded"):
+        print(
+            f"{counts['ungraded']} rows are ungraded (their reference could not run under the grader): run the same "
+            "command again with --resume to grade them",
+            file=sys.stderr,
+        )
+        return 3
     return 1 if counts.get("grader-error") else 0
 
 

@@ -34,6 +34,8 @@ STATUSES: dict[str, str] = {
     "missing": "no file for this exercise from a student who submitted something else; 0 points",
     "unrecognized": "a file whose name is no exercise (listed so that nothing goes unseen); 0 points",
     "grader-error": "the grader itself failed on this file (a bug: please report it); the exit code is 1",
+    "ungraded": "not graded: the reference could not run under the grader twice (e.g. a machine too busy); the exit "
+    "code is 3 and --resume grades these rows",
 }
 
 

@@ -175,6 +175,31 @@ def _score(ref: Reference, layout: dict[str, int], run: NbvalRun, capture: dict,
     row.seconds, row.peak_mib = run.wall_s, run.peak_mib
 
 
+def died_before_any_cell(run: NbvalRun, capture: dict) -> bool:
+    """Whether a run failed before its first cell started: a kernel that died on start-up (before ``kernel_info``,
+    seen on a loaded machine), never anything a submission's code did."""
+    return run.returncode not in (0, -9) and not capture.get("started")
+
+
+def calibrate_or_explain(ref: Reference, settings: Settings, seed: int, pool, log) -> str | None:
+    """Calibrate ``ref``'s hidden checks (``_calibrate``); after a failure, once more with twice the time limits.
+
+    Returns ``None`` when calibrated, else why it could not be (the rows of its submissions are then ``ungraded``).
+    """
+    try:
+        _calibrate(ref, settings, seed, pool)
+        return None
+    except GradingError as first:
+        longer = dataclasses.replace(settings, timeout=2 * settings.timeout, cell_timeout=2 * settings.cell_timeout)
+        log(f"warning: the reference {ref.name} failed under the grader; trying once more with twice the time limits")
+        try:
+            _calibrate(ref, longer, seed, pool)
+            return None
+        except GradingError as second:
+            log(f"error: {ref.name}: its submissions are not graded: {_short(str(second), 600)}")
+            return f"first try: {_short(str(first), 200)}; second try (limits x2): {_short(str(second), 200)}"
+
+
 def _grade_one(
     student: str, path: Path, ref: Reference, refs: dict[str, Reference], seed: int, settings: Settings
 ) -> Row:
@@ -195,6 +220,9 @@ def _grade_one(
     row.flags = _flags(sources.values())
     merged, layout = merge_submission(ref, sources, seed)
     run, capture = _run_merged(merged, ref.name, settings)
+    if died_before_any_cell(run, capture):  # nothing of the student's ran: the machine's fault, not theirs
+        notes.append(f"the kernel died before the first cell (nbval exit {run.returncode}); graded on a second try")
+        run, capture = _run_merged(merged, ref.name, settings)
     row.message = "; ".join(notes)
     _score(ref, layout, run, capture, settings, row)
     row.feedback += [f"note: {_md(n)}" for n in notes]
@@ -242,8 +270,11 @@ def grade(
     assignment at a time) those that at least one submission hands in, which the log names.
 
     Returns a ``Gradebook`` with one row per (student, exercise) for each student found and each exercise graded
-    (``missing`` when that student sent no file for it), plus one row per unrecognized file. Raises ``GradingError`` when grading cannot start (bad folders, a
-    reference that fails its own checks, unstable hidden checks, a ``resume`` whose journal has another seed).
+    (``missing`` when that student sent no file for it), plus one row per unrecognized file. A reference that fails
+    under the grader (its own checks, or unstable hidden checks) is calibrated once more with twice the time limits;
+    if it still fails, its submissions get ``ungraded`` rows, which are not journaled (``resume`` grades them).
+    Raises ``GradingError`` when grading cannot start (bad folders, a broken hidden-checks file, a ``resume`` whose
+    journal has another seed).
 
     ``journal``: a JSON-lines file that gets each graded notebook's row as soon as it is done (see ``read_journal``).
     With ``resume``, the rows already in it are kept (same student, exercise and file) and only the other notebooks
@@ -352,9 +383,26 @@ def _grade_jobs(rows, jobs, selected, refs, seed, settings, progress, log, sink,
     with ThreadPoolExecutor(max_workers=settings.workers) as pool:
         if needed and any(selected[n].hidden for n in needed):
             log(f"calibrating hidden checks of {needed} on the reference (seed {seed})")
-        for name in needed:
-            if selected[name].hidden:
-                _calibrate(selected[name], settings, seed, pool)
+        failed = {
+            name: reason
+            for name in needed
+            if selected[name].hidden and (reason := calibrate_or_explain(selected[name], settings, seed, pool, log))
+        }
+        for student, path, ref in [job for job in jobs if job[2].name in failed]:  # a row each, not journaled
+            rows.append(
+                Row(
+                    student,
+                    ref.name,
+                    "ungraded",
+                    0,
+                    ref.max_points,
+                    f"not graded: the reference could not run under the grader ({failed[ref.name]}); run the same "
+                    "command again with --resume",
+                    str(path),
+                    checks={str(c["check"]): 0 for c in ref.checks},
+                )
+            )
+        jobs = [job for job in jobs if job[2].name not in failed]
         futures = {pool.submit(_grade_one, s, p, ref, refs, seed, settings): (s, p, ref) for s, p, ref in jobs}
         bar = None
         if progress and futures:
