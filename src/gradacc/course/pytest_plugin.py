@@ -1,23 +1,72 @@
 """The course's pytest plugin, loaded by every ``pytest`` of an environment where ``gradacc`` is installed (entry point
-``pytest11``), so a learner's ``pytest --nbval exercises/02_pytorch.ipynb`` gets it as well as the test suite.
+``pytest11``), so a learner's ``pytest --nbval exercises/02_pytorch.ipynb`` gets it as well as the test suite. (The
+classroom grader disables plugin autoloading and has its own rules.)
 
-It gives nbval's wait for each output message of a cell the same patience on a busy machine as the cell itself.
-nbval 0.11 waits for the cell's reply up to ``--nbval-cell-timeout`` seconds, then reads the cell's outputs with a
-FIXED 5 s limit per message (``IPyNbCell.output_timeout = 5`` in ``nbval/plugin.py``); on a loaded 2-core machine the
-kernel's output thread can be descheduled for longer, and nbval then fails a correct cell with "Timeout of 5 seconds
-exceeded waiting for output". Here each nbval cell waits up to ``OUTPUT_TIMEOUT_S`` seconds (or the cell timeout,
-whichever is smaller) for each output message. A kernel that really stopped answering still fails the cell, after that
-limit.
+**Patience on a busy machine.** nbval 0.11 waits for the cell's reply up to ``--nbval-cell-timeout`` seconds, then
+reads the cell's outputs with a FIXED 5 s limit per message (``IPyNbCell.output_timeout = 5`` in ``nbval/plugin.py``);
+on a loaded 2-core machine the kernel's output thread can be descheduled for longer, and nbval then fails a correct
+cell with "Timeout of 5 seconds exceeded waiting for output". Here each nbval cell waits up to ``OUTPUT_TIMEOUT_S``
+seconds (or the cell timeout, whichever is smaller) for each output message. A kernel that really stopped answering
+still fails the cell, after that limit.
+
+**A self-check judges the code, never the saved outputs.** In a notebook with graded check cells (metadata
+``{"gradacc": {"check": "X.Y"}}``: an exercise or a solution), each check cell is compared with the pristine
+``Exercise X.Y: correct`` line, whatever output the learner's saved file holds, and no other cell's stored output is
+compared (its errors still fail it): the grader judges a submission the same way. A learner who ran a wrong answer,
+saved, then fixed the code without re-running the check cell passes; a wrong answer fails at its check, whose report
+starts with the exercise's number and the check's reason (``CheckFailed``'s message), without colour codes when the
+output is not a terminal.
 """
 
 from __future__ import annotations
 
+import re
+
+import nbformat
+
 OUTPUT_TIMEOUT_S = 60.0
 """Seconds nbval waits for each output message after a cell's reply (nbval's own value is 5)."""
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def check_of(cell) -> str | None:
+    """The graded check (``"2.1"``) a notebook cell belongs to, from its ``gradacc`` metadata, or ``None``."""
+    meta = cell.get("metadata", {}).get("gradacc", {})
+    return str(meta["check"]) if isinstance(meta, dict) and "check" in meta else None
+
+
+def _judge_code_only(item, check: str | None, markup: bool) -> None:
+    if check is None:
+        item.options["check"] = False  # a learner's saved output is no evidence; an error still fails the cell
+        item.cell.outputs = []
+        return
+    item.options["check"] = True
+    item.cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text=f"Exercise {check}: correct\n")]
+    item.cell.execution_count = item.cell.execution_count or 1
+    plain = item.repr_failure
+
+    def repr_failure(excinfo, **kwargs):
+        report = str(plain(excinfo, **kwargs))
+        first = next((m.group(1) for m in re.finditer(r"CheckFailed: (.+)", _ANSI.sub("", report))), None)
+        head = first or f"Exercise {check}: its check cell failed (nbval's report below says how)"
+        report = f"{head}\n(the check cell `{item.cell.source.strip()}`)\n\n{report}"
+        return report if markup else _ANSI.sub("", report)
+
+    item.repr_failure = repr_failure
 
 
 def pytest_collection_modifyitems(session, config, items) -> None:
     cell_timeout = float(getattr(config.option, "nbval_cell_timeout", OUTPUT_TIMEOUT_S) or OUTPUT_TIMEOUT_S)
-    for item in items:
-        if hasattr(item, "output_timeout"):  # nbval.plugin.IPyNbCell
-            item.output_timeout = max(item.output_timeout, min(OUTPUT_TIMEOUT_S, cell_timeout))
+    cells = [item for item in items if hasattr(item, "output_timeout") and hasattr(item, "cell")]  # IPyNbCell
+    for item in cells:
+        item.output_timeout = max(item.output_timeout, min(OUTPUT_TIMEOUT_S, cell_timeout))
+    graded = {id(item.parent) for item in cells if check_of(item.cell)}
+    markup = config.get_terminal_writer().hasmarkup
+    for item in cells:
+        if id(item.parent) in graded:
+            _judge_code_only(item, check_of(item.cell), markup)
+        if not markup:
+            from nbval.plugin import nocolors
+
+            item.colors = nocolors

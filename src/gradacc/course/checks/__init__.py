@@ -66,9 +66,7 @@ def run_check(exercise: str, body: Callable[[], str | None]) -> bool:
         problem = f"your code raised {type(exc).__name__}: {exc}"
     ok = report(exercise, problem is None, problem or "")
     if not ok and _in_notebook():
-        raise CheckFailed(
-            f"Exercise {exercise} is not correct yet (the line above says why); fix it and run this again"
-        )
+        raise CheckFailed(f"Exercise {exercise} is not correct yet: {problem}. Fix it and run this cell again")
     return ok
 
 
