@@ -42,6 +42,30 @@ def test_the_workflow_has_one_graded_step_per_check_and_a_reporter(tmp_path):
     assert "hidden" not in text.replace("--no-hidden", "").replace("hidden checks", "")  # no hidden checks in it
 
 
+def test_the_workflow_installs_the_pins_with_the_cpu_torch_once_per_change_of_pins(tmp_path):
+    """Not PyPI's CUDA torch (several GB) on every push: the course's pins with the CPU wheel, into an environment
+    cached under a key made of the pins; a fork's URL is accepted."""
+    fork = "https://github.com/someone/gradient-accumulation-fork"
+    args = ["classroom", "init", EXERCISE, "--reference", str(ROOT / "solutions"), "--repo-dir", str(tmp_path)]
+    assert main([*args, "--course-repository", fork, "--course-ref", "term-2027"]) == 0
+    steps = yaml.safe_load((tmp_path / ".github" / "workflows" / "classroom.yml").read_text())["jobs"]["autograding"]["steps"]
+    names = [s.get("name", s.get("uses")) for s in steps]
+    clone, cache, install = (steps[names.index(n)] for n in (
+        "Get the course", "Reuse the course's environment from the last push",
+        "Install the course (its pins; the CPU build of torch, not PyPI's CUDA one)"))  # fmt: skip
+    assert clone["run"] == f'git clone --depth 1 --branch term-2027 {fork} "$COURSE"'
+    assert names.index("Get the course") < names.index(cache["name"]) < names.index(install["name"])
+    assert cache["uses"] == "actions/cache@v4" and cache["with"]["path"] == ".venv-course"
+    assert "hashFiles('.course/requirements.txt', '.course/pyproject.toml')" in cache["with"]["key"]
+    script = install["run"]
+    assert "--index-url https://download.pytorch.org/whl/cpu" in script and "grep '^torch=='" in script
+    assert '-r "$COURSE/requirements.txt"' in script and '--no-deps "$COURSE"' in script
+    assert "[libs]" not in script  # the extras' ranges would let pip take PyPI's CUDA torch
+    grep = subprocess.run(["bash", "-c", 'grep \'^torch==\' "$COURSE/requirements.txt"'], capture_output=True,
+                          text=True, env={**os.environ, "COURSE": str(ROOT)})  # fmt: skip
+    assert grep.stdout.strip() == "torch==2.13.0"
+
+
 def _run_step(script: str, repo: Path) -> subprocess.CompletedProcess:
     env = {**os.environ, "COURSE": str(ROOT), "EXERCISE": EXERCISE,
            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}  # fmt: skip

@@ -113,7 +113,7 @@ def test_canvas_export_round_trips_every_student(classroom, tmp_path, capsys):
         "gradacc 02_pytorch",
         "gradacc 03_memory",
     ]
-    assert rows[1] == ["Points Possible", "", "", "", "", "6", "8"]
+    assert rows[1] == ["    Points Possible", "", "", "", "", "6", "8"]  # Canvas's own spelling (leading spaces)
     body = rows[2:]
     assert len(body) == 30
     for (first, last, login), row in zip(classroom["people"], body, strict=True):
@@ -160,6 +160,17 @@ def test_plain_csv_roster_and_ambiguous_names(tmp_path):
     assert lee == [points["lee"]["02_pytorch"], points["lee"]["03_memory"], sum(points["lee"].values())]
     assert rows[1][3:] == rows[2][3:] == ["0", "0", "0"]  # the two Kims: nobody's grade is guessed
     assert [r[0] for r in _read(out.with_name("out.csv.unmatched.csv"))[1:]] == ["park", "kim"]
+
+
+def test_counts_of_one_read_as_one_student(tmp_path, capsys):
+    gradebook, _ = _gradebook(tmp_path, ["kim", "park"])
+    roster = tmp_path / "roster.csv"
+    roster.write_text("student\nKim\nLee\n", encoding="utf-8")
+    assert main(["export", str(gradebook), "--roster", str(roster), "--format", "csv", "--out", str(tmp_path / "o.csv")]) == 1
+    printed = capsys.readouterr()
+    assert ": 2 roster students, 1 with a submission" in printed.out
+    assert "1 roster student without a submission got 0: Lee" in printed.out
+    assert "1 gradebook student is NOT in the file" in printed.err and "students" not in printed.err.split(":")[0]
 
 
 def test_bad_rosters_and_formats_say_what_is_wrong(tmp_path, capsys):

@@ -4,7 +4,8 @@ and ``gradacc classroom points`` is the command each of its grading steps runs.
 What runs where (the choice, and its trade-off):
 
 * **On every student push (GitHub Actions, in the student's repository)**: the workflow clones the public course
-  repository at a pinned ref, installs it, grades the student's notebook with ``gradacc grade --no-hidden`` against
+  repository (or a fork) at a pinned ref, installs its pinned requirements with the CPU build of torch into an
+  environment cached between pushes (keyed by the pins), grades the student's notebook with ``gradacc grade --no-hidden`` against
   the course's ``solutions/`` (one notebook run for all checks), and then one ``autograding-command-grader`` step per
   check asks ``gradacc classroom points`` whether that check earned its points: the step's ``max-score`` is the
   check's points (a bonus check's step is named "(bonus)"; GitHub counts its points in the total it shows, the
@@ -49,8 +50,9 @@ def classroom_workflow(
     Args:
         exercise: ``NN_topic``; the student's repository holds ``NN_topic.ipynb`` at its root.
         reference: the solutions folder (or one solution notebook) whose checks and points the steps get.
-        repository, ref: the public course repository the workflow clones, and the branch or tag (pin a tag for a
-            term: the solutions and the package then stay what the class started with).
+        repository, ref: the public course repository the workflow clones (a fork's URL for a course of one's own),
+            and the branch or tag (pin a tag for a term: the solutions and the package then stay what the class
+            started with).
         timeout_min: minutes each step may take (the grading step gets twice that).
 
     Raises:
@@ -82,10 +84,24 @@ def classroom_workflow(
         "      - uses: actions/setup-python@v5",
         "        with:",
         "          python-version: '3.11'",
-        "      - name: Install the course",
+        "      - name: Get the course",
+        f'        run: git clone --depth 1 --branch {ref} {repository} "$COURSE"',
+        "      - name: Reuse the course's environment from the last push",
+        "        uses: actions/cache@v4",
+        "        with:",
+        "          path: .venv-course",
+        "          key: course-venv-${{ runner.os }}-py3.11-${{ hashFiles('.course/requirements.txt', "
+        "'.course/pyproject.toml') }}",
+        "      - name: Install the course (its pins; the CPU build of torch, not PyPI's CUDA one)",
         "        run: |",
-        f'          git clone --depth 1 --branch {ref} {repository} "$COURSE"',
-        '          python -m pip install --quiet "$COURSE[libs]" nbval',
+        "          if ! test -x .venv-course/bin/python; then",
+        "            python -m venv .venv-course",
+        "            .venv-course/bin/python -m pip install --quiet --index-url https://download.pytorch.org/whl/cpu \\",
+        '              "$(grep \'^torch==\' "$COURSE/requirements.txt")"',
+        '            .venv-course/bin/python -m pip install --quiet -r "$COURSE/requirements.txt"',
+        "          fi",
+        '          .venv-course/bin/python -m pip install --quiet --no-deps "$COURSE"',
+        '          echo "$PWD/.venv-course/bin" >> "$GITHUB_PATH"',
         "      - name: Grade the notebook (visible checks)",
         f"        timeout-minutes: {2 * timeout_min}",
         "        run: |",
@@ -141,6 +157,11 @@ def add_cli(subparsers) -> None:
     init.add_argument("--reference", default="solutions", help="solutions folder (default solutions)")
     init.add_argument("--repo-dir", default=".", help="the template repository (default: here)")
     init.add_argument("--course-ref", default="main", help="branch or tag of the course repository to grade with")
+    init.add_argument(
+        "--course-repository",
+        default=COURSE_REPOSITORY,
+        help=f"the course repository the workflow clones, e.g. your fork (default {COURSE_REPOSITORY})",
+    )
     init.set_defaults(func=_cmd_init)
     points = sub.add_parser("points", help="exit 0 when CHECK earned its POINTS in GRADEBOOK (a grading step)")
     points.add_argument("gradebook")
@@ -151,7 +172,9 @@ def add_cli(subparsers) -> None:
 
 def _cmd_init(args) -> int:
     try:
-        text = classroom_workflow(args.exercise, Path(args.reference), ref=args.course_ref)
+        text = classroom_workflow(
+            args.exercise, Path(args.reference), repository=args.course_repository, ref=args.course_ref
+        )
     except (OSError, ValueError, GradingError) as error:
         print(f"gradacc classroom init: {error}", file=sys.stderr)
         return 2

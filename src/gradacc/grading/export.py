@@ -38,6 +38,15 @@ _CANVAS_IDENTITY = ("Student", "ID", "SIS User ID", "SIS Login ID", "Section")
 _MOODLE_IDENTITY = ("First name", "Last name", "ID number", "Email address")
 
 
+
+CANVAS_POINTS_POSSIBLE = "    Points Possible"
+"""The second row's first cell as Canvas's own gradebook export spells it (four leading spaces); the import reads it."""
+
+
+def _students(n: int, kind: str = "") -> str:
+    """``"1 roster student"``, ``"3 roster students"``."""
+    return f"{n} {kind}student{'' if n == 1 else 's'}"
+
 def normalise(name: str) -> str:
     """``"  Doe, Jane "`` -> ``"doe_jane"``: lower case, runs of non-alphanumerics as one ``_``, no ``_`` at the ends."""
     return re.sub(r"[^0-9a-z]+", "_", str(name).lower()).strip("_")
@@ -207,7 +216,7 @@ def export_grades(
         writer = csv.writer(f)
         if fmt == "canvas":
             writer.writerow([*_CANVAS_IDENTITY, *columns])
-            writer.writerow(["Points Possible", "", "", "", "", *map(_num, possible)])
+            writer.writerow([CANVAS_POINTS_POSSIBLE, "", "", "", "", *map(_num, possible)])
         elif fmt == "moodle":
             writer.writerow([*_MOODLE_IDENTITY, *columns])
         else:
@@ -263,18 +272,19 @@ def _cmd_export(args) -> int:
         print(f"gradacc export: {error}", file=sys.stderr)
         return 2
     print(
-        f"wrote {args.out}: {report.written} roster students, {len(report.matched)} with a submission, "
+        f"wrote {args.out}: {_students(report.written, 'roster ')}, {len(report.matched)} with a submission, "
         f"columns {', '.join(report.columns)}"
     )
     if report.without_submission:
-        print(f"{len(report.without_submission)} roster students without a submission got 0: "
+        print(f"{_students(len(report.without_submission), 'roster ')} without a submission got 0: "
               + ", ".join(report.without_submission))  # fmt: skip
     lost = report.unmatched + report.ambiguous
     if lost:
         reasons = [f"{s} (not in the roster)" for s in report.unmatched]
         reasons += [f"{s} (ambiguous: fits several roster students, or shares one)" for s in report.ambiguous]
         print(
-            f"{len(lost)} gradebook students are NOT in the file (written to {report.unmatched_file}): "
+            f"{_students(len(lost), 'gradebook ')} {'is' if len(lost) == 1 else 'are'} NOT in the file (written to "
+            f"{report.unmatched_file}): "
             + ", ".join(reasons),
             file=sys.stderr,
         )
