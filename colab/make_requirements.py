@@ -125,8 +125,11 @@ def main(argv: list[str] | None = None) -> int:
     current = REQUIREMENTS.read_text() if REQUIREMENTS.exists() else ""
     if args.check:
         if current != wanted:
-            sys.stdout.writelines(difflib.unified_diff(current.splitlines(True), wanted.splitlines(True),
-                                                       str(REQUIREMENTS), "made from the vendored files"))
+            sys.stdout.writelines(
+                difflib.unified_diff(
+                    current.splitlines(True), wanted.splitlines(True), str(REQUIREMENTS), "made from the vendored files"
+                )
+            )
             print(f"\n{REQUIREMENTS} is stale: run python colab/make_requirements.py")
             return 1
         print(f"{REQUIREMENTS} is up to date")

@@ -39,7 +39,9 @@ def draw_6_1(rng) -> list[dict]:
         rows = accum_steps * rng.choice([2, 3])
         sizes = rng.choice([(5, 8, 3), (9, 12, 4)])
         real = rng.choice([r for r in range(rows // 2, rows) if r != accum_steps])
-        cases.append({"accum_steps": accum_steps, "rows": rows, "sizes": sizes, "real": real, "seed": rng.randrange(2**31)})
+        cases.append(
+            {"accum_steps": accum_steps, "rows": rows, "sizes": sizes, "real": real, "seed": rng.randrange(2**31)}
+        )
     return cases
 
 

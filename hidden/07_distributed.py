@@ -59,13 +59,11 @@ def edges_7_2(case: dict) -> dict[str, bool]:
 
 
 def edges_7_3(case: dict) -> dict[str, bool]:
+    window_counts = {sum(sizes) for sizes in case["sizes"]}
+    short_last = len(case["sizes"][0]) % case["accum_steps"] != 0
     return {
-        "the ranks' window counts differ (the rank's own count; no all-reduce of the count)": len(
-            set(map(sum, case["sizes"]))
-        ) == 2,
-        "a short last window (the world size forgotten shows on every window; this one on a short one too)": len(
-            case["sizes"][0]
-        ) % case["accum_steps"] != 0,
+        "the ranks' window counts differ (the rank's own count; no all-reduce of the count)": len(window_counts) == 2,
+        "a short last window (the world size forgotten shows on every window; this on a short one too)": short_last,
     }
 
 

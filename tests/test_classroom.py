@@ -48,7 +48,9 @@ def test_the_workflow_installs_the_pins_with_the_cpu_torch_once_per_change_of_pi
     fork = "https://github.com/someone/gradient-accumulation-fork"
     args = ["classroom", "init", EXERCISE, "--reference", str(ROOT / "solutions"), "--repo-dir", str(tmp_path)]
     assert main([*args, "--course-repository", fork, "--course-ref", "term-2027"]) == 0
-    steps = yaml.safe_load((tmp_path / ".github" / "workflows" / "classroom.yml").read_text())["jobs"]["autograding"]["steps"]
+    steps = yaml.safe_load((tmp_path / ".github" / "workflows" / "classroom.yml").read_text())["jobs"]["autograding"][
+        "steps"
+    ]
     names = [s.get("name", s.get("uses")) for s in steps]
     clone, cache, install = (steps[names.index(n)] for n in (
         "Get the course", "Reuse the course's environment from the last push",

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import os
-import shlex
+import subprocess
 import sys
 import types
 from pathlib import Path
@@ -48,58 +48,79 @@ def shell():
     from IPython.core.interactiveshell import InteractiveShell
 
     shell = InteractiveShell.instance()
-    calls: list[str] = []
-    shell.register_magic_function(calls.append, "line", "pip")  # record `%pip ...` instead of running pip
-    shell.pip_calls = calls
     yield shell
     InteractiveShell.clear_instance()
 
 
-def _run_setup(shell, source: str, on_colab: bool) -> list[str]:
-    shell.pip_calls.clear()
+def _run_setup(shell, source: str, on_colab: bool, pip_fails: bool = False):
+    """Run a setup cell with pip recorded instead of run (``subprocess.run`` of ``python -m pip``); returns (the pip
+    commands, the names the cell defined, the error it raised or None)."""
+    calls: list[list[str]] = []
+    real_run = subprocess.run
+
+    def fake_run(args, *rest, **kwargs):
+        if list(args[1:3]) != ["-m", "pip"]:
+            return real_run(args, *rest, **kwargs)
+        calls.append(list(args))
+        stderr = "ERROR: Could not find a version that satisfies the requirement (network unreachable)\n"
+        return subprocess.CompletedProcess(args, 1 if pip_fails else 0, "", stderr if pip_fails else "")
+
     saved = {name: sys.modules.get(name) for name in ("google", "google.colab")}
     if on_colab:
         google = sys.modules.get("google") or types.ModuleType("google")
         sys.modules["google"], sys.modules["google.colab"] = google, types.ModuleType("google.colab")
+    subprocess.run = fake_run
     try:
         before = set(shell.user_ns)
         result = shell.run_cell(source, store_history=False)
-        result.raise_error()
         new_names = set(shell.user_ns) - before - {"_", "__", "___"}
     finally:
+        subprocess.run = real_run
         for name, module in saved.items():
             if module is None:
                 sys.modules.pop(name, None)
             else:
                 sys.modules[name] = module
-    return list(shell.pip_calls), sorted(n for n in new_names if not n.startswith("_"))
+    error = result.error_in_exec
+    return calls, sorted(n for n in new_names if not n.startswith("_")), error
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: f"{p.parent.name}/{p.name}")
-def test_setup_cell_installs_the_course_on_colab_and_nothing_elsewhere(path: Path, shell):
+def test_setup_cell_installs_the_course_on_colab_and_nothing_elsewhere(path: Path, shell, capsys):
     repo = read_repository(ROOT / "pyproject.toml")
     source = _setup_cell(nbformat.read(path, as_version=4))
-    guarded = source.split(GUARD, 1)[1].splitlines()[1:]
-    block = [line for line in guarded if line.startswith((" ", "\t")) and line.strip()]
-    assert block and all(line.strip().startswith("%pip install") for line in block), f"the Colab block: {block}"
 
-    calls, _ = _run_setup(shell, source, on_colab=True)
-    assert len(calls) == 1, calls
-    args = [a for a in shlex.split(calls[0]) if not a.startswith("-")]
+    calls, _, error = _run_setup(shell, source, on_colab=True)
+    assert error is None and len(calls) == 1, (calls, error)
+    args = [a for a in calls[0][3:] if not a.startswith("-")]
     assert args[0] == "install" and len(args) == 2, calls[0]
     requirement = Requirement(args[1])
     assert requirement.name == "gradacc" and requirement.extras == {"libs"}
     assert requirement.url == f"git+{repo.url}", "run `gradacc badges`: it points the install line at the repository"
+    assert capsys.readouterr().out == "installed the course package; no restart needed\n"
 
-    calls, names = _run_setup(shell, source, on_colab=False)
-    assert calls == [], "the setup cell installs something outside Colab"
+    calls, names, error = _run_setup(shell, source, on_colab=False)
+    assert calls == [] and error is None, "the setup cell installs something outside Colab"
     assert "google" not in " ".join(names)
+
+
+def test_a_failed_install_stops_the_setup_cell_with_one_line(shell):
+    """Offline, or GitHub down: the cell raises at once with pip's last line, instead of printing pip's error and
+    carrying on to an import that fails far away."""
+    source = _setup_cell(nbformat.read(ROOT / "lessons" / "02_pytorch.ipynb", as_version=4))
+    calls, _, error = _run_setup(shell, source, on_colab=True, pip_fails=True)
+    assert len(calls) == 1 and isinstance(error, RuntimeError)
+    assert str(error) == (
+        "installing the course failed: ERROR: Could not find a version that satisfies the requirement (network "
+        "unreachable)"
+    )
 
 
 def test_setup_cell_check_fails_a_cell_that_installs_everywhere(shell):
     """The check above really discriminates: an unguarded install is seen outside Colab."""
-    calls, _ = _run_setup(shell, 'import sys\n%pip install -q "gradacc[libs] @ git+https://github.com/a/b"', False)
-    assert calls == ['install -q "gradacc[libs] @ git+https://github.com/a/b"']
+    cell = 'import subprocess, sys\nsubprocess.run([sys.executable, "-m", "pip", "install", "gradacc"])'
+    calls, _, _ = _run_setup(shell, cell, on_colab=False)
+    assert calls == [[sys.executable, "-m", "pip", "install", "gradacc"]]
 
 
 COLAB_IPYWIDGETS = ["ipywidgets==7.7.1", "ipython_genutils==0.2.0"]  # 7.x imports ipython_genutils; 8.x does not

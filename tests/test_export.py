@@ -166,7 +166,10 @@ def test_counts_of_one_read_as_one_student(tmp_path, capsys):
     gradebook, _ = _gradebook(tmp_path, ["kim", "park"])
     roster = tmp_path / "roster.csv"
     roster.write_text("student\nKim\nLee\n", encoding="utf-8")
-    assert main(["export", str(gradebook), "--roster", str(roster), "--format", "csv", "--out", str(tmp_path / "o.csv")]) == 1
+    assert (
+        main(["export", str(gradebook), "--roster", str(roster), "--format", "csv", "--out", str(tmp_path / "o.csv")])
+        == 1
+    )
     printed = capsys.readouterr()
     assert ": 2 roster students, 1 with a submission" in printed.out
     assert "1 roster student without a submission got 0: Lee" in printed.out

@@ -822,7 +822,7 @@ def test_a_killed_run_resumes_and_grades_only_what_has_no_row(corpus, tmp_path, 
 
 # ---------------------------------------------------------------- nothing lost under load (issue 29)
 
-_DIE_ONCE = '''import os
+_DIE_ONCE = """import os
 marker = os.environ.get("GRADACC_TEST_KERNEL_DIES_ONCE")
 if marker and "JPY_PARENT_PID" in os.environ:  # a Jupyter kernel, started by jupyter_client (nbval)
     try:
@@ -831,7 +831,7 @@ if marker and "JPY_PARENT_PID" in os.environ:  # a Jupyter kernel, started by ju
         pass
     else:
         os._exit(1)  # the first kernel dies on start-up, before kernel_info: what a loaded machine did
-'''
+"""
 
 
 @pytest.mark.parametrize("exercise", ["01_small", "02_small"])

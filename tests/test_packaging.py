@@ -126,7 +126,11 @@ def _fake_path(tmp_path: Path, pythons: dict[str, str | None]) -> str:
     for tool in ("cat", "sha256sum", "cut", "id"):
         (folder / tool).symlink_to(shutil.which(tool))
     for name, version in pythons.items():
-        body = f'case "$2" in *print*) echo {version};; esac\nexit 0' if version else "echo 'pyenv: not found' >&2\nexit 127"
+        body = (
+            f'case "$2" in *print*) echo {version};; esac\nexit 0'
+            if version
+            else "echo 'pyenv: not found' >&2\nexit 127"
+        )
         (folder / name).write_text(f"#!/bin/sh\n{body}\n")
         (folder / name).chmod(0o755)
     return str(folder)

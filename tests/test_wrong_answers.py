@@ -270,7 +270,9 @@ def test_every_check_is_covered_by_draws_or_a_full_replay():
         stem = _stem_of(check)
         draw, _ = edge_cases(stem)[check]
         blocks = load_hidden(ROOT / "hidden" / f"{stem}.py")[1][check]
-        assert any(f"{draw.__name__}(rng)" in block for block in blocks), f"hidden {check} does not call {draw.__name__}"
+        assert any(f"{draw.__name__}(rng)" in block for block in blocks), (
+            f"hidden {check} does not call {draw.__name__}"
+        )
     print(f"drawn: {_drawn_checks()}; replayed in full: {_replayed_checks()}")
 
 

@@ -295,7 +295,8 @@ def docstring_corpus(min_words: int = 5, max_words: int | None = None) -> list[d
     return [
         dict(entry)
         for entry in _shipped()["docstrings"]
-        if min_words <= len(tokenize(entry["text"])) and (max_words is None or len(tokenize(entry["text"])) <= max_words)
+        if min_words <= len(tokenize(entry["text"]))
+        and (max_words is None or len(tokenize(entry["text"])) <= max_words)
     ]
 
 

@@ -58,6 +58,7 @@ def sync_plan(parameter_bytes, world_size, accum_steps, peak_each_mib, budget_mi
         return "each", accum_steps * one
     return None
 
+
 # %% 9.2 logging with .item() every micro-step (a graph break, and a device sync on a GPU)
 def micro_step(model, batch, items, stats):
     loss = sum_cross_entropy(model, batch) / items

@@ -38,7 +38,6 @@ _CANVAS_IDENTITY = ("Student", "ID", "SIS User ID", "SIS Login ID", "Section")
 _MOODLE_IDENTITY = ("First name", "Last name", "ID number", "Email address")
 
 
-
 CANVAS_POINTS_POSSIBLE = "    Points Possible"
 """The second row's first cell as Canvas's own gradebook export spells it (four leading spaces); the import reads it."""
 
@@ -46,6 +45,7 @@ CANVAS_POINTS_POSSIBLE = "    Points Possible"
 def _students(n: int, kind: str = "") -> str:
     """``"1 roster student"``, ``"3 roster students"``."""
     return f"{n} {kind}student{'' if n == 1 else 's'}"
+
 
 def normalise(name: str) -> str:
     """``"  Doe, Jane "`` -> ``"doe_jane"``: lower case, runs of non-alphanumerics as one ``_``, no ``_`` at the ends."""
@@ -284,8 +284,7 @@ def _cmd_export(args) -> int:
         reasons += [f"{s} (ambiguous: fits several roster students, or shares one)" for s in report.ambiguous]
         print(
             f"{_students(len(lost), 'gradebook ')} {'is' if len(lost) == 1 else 'are'} NOT in the file (written to "
-            f"{report.unmatched_file}): "
-            + ", ".join(reasons),
+            f"{report.unmatched_file}): " + ", ".join(reasons),
             file=sys.stderr,
         )
         return 0 if args.allow_unmatched else 1
