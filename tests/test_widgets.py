@@ -239,3 +239,19 @@ def test_the_data_parallel_choice_shows_one_ranks_predicted_memory(explorer, cac
     explorer.parallel_dropdown.value = "none"
     assert explorer.world_slider.disabled and explorer.state()["world_size"] == 1
     assert explorer.forbidden_calls == []
+
+
+def test_timeline_panels_share_one_y_axis_and_say_where_the_peak_comes_from(explorer):
+    """Issue 30: the teeth of different N compare only on one y axis; where the bars' peak is measured and the
+    timeline predicted, the timeline's title says both."""
+    seen = []
+    for n in ACCUM_OPTIONS:
+        explorer.accum_slider.value = n
+        state = explorer.state()
+        seen.append((n, state["source"], state["timeline_source"], state["timeline_ymax"], state["timeline_title"]))
+    assert len({ymax for *_, ymax, _ in seen}) == 1, seen
+    mixed = [row for row in seen if row[1].startswith("measured") and row[2] == "predicted"]
+    assert mixed, seen  # the fixture measured bars (on fake tensors) where no timeline was recorded
+    for n, source, _, _, title in mixed:
+        assert title.endswith(f"predicted from the profile (its peak in the bars: {source})"), (n, title)
+    assert all("its peak in the bars" not in title for _, source, tl, _, title in seen if source == tl)

@@ -244,14 +244,24 @@ def plot_timeline(
     ax.set_title(title or f"N = {timeline.accum_steps} (micro-batch {timeline.micro_batch_size})", fontsize=10)
 
 
-def timeline_panel_png(timeline: StepTimeline) -> bytes:
-    """One timeline as the memory explorer's panel (7 x 2.8 in, PNG bytes): ``plot_timeline`` titled with N, the
-    micro-batch and where it comes from, pale when predicted."""
-    fig, ax = _new_figure((7.0, 2.8))
-    fig.subplots_adjust(top=0.88, bottom=0.17)
+def timeline_title(timeline: StepTimeline, peak_source: str | None = None) -> str:
+    """The explorer's timeline title: N, the micro-batch, where the timeline comes from, and, when the bar chart's peak
+    at this N comes from elsewhere (``peak_source``: "measured" while the timeline is predicted), that too."""
     source = "predicted from the profile" if timeline.predicted else "measured"
     title = f"one optimizer step, N = {timeline.accum_steps} (micro-batch {timeline.micro_batch_size}), {source}"
-    plot_timeline(ax, timeline, title=title, alpha=0.45 if timeline.predicted else 1.0)
+    own = "predicted" if timeline.predicted else "measured"
+    return title if peak_source in (None, own) else f"{title} (its peak in the bars: {peak_source})"
+
+
+def timeline_panel_png(timeline: StepTimeline, *, ymax: float | None = None, peak_source: str | None = None) -> bytes:
+    """One timeline as the memory explorer's panel (7 x 2.8 in, PNG bytes): ``plot_timeline`` titled by
+    ``timeline_title``, pale when predicted; ``ymax`` (MiB) fixes the y axis, so that the panels of different N
+    compare."""
+    fig, ax = _new_figure((7.0, 2.8))
+    fig.subplots_adjust(top=0.88, bottom=0.17)
+    plot_timeline(ax, timeline, title=timeline_title(timeline, peak_source), alpha=0.45 if timeline.predicted else 1.0)
+    if ymax is not None:
+        ax.set_ylim(0, ymax)
     ax.set_ylabel("live MiB", fontsize=9)
     return figure_png(fig)
 

@@ -31,7 +31,7 @@ from .memory import (
     timeline_config,
 )
 from .memory.parallel import largest_unit_bytes
-from .plots import COLORS, _new_figure, figure_png, fits_summary, plot_breakdown, timeline_panel_png
+from .plots import COLORS, _new_figure, figure_png, fits_summary, plot_breakdown, timeline_panel_png, timeline_title
 
 __all__ = [
     "ACCUM_OPTIONS",
@@ -63,6 +63,21 @@ DEPTH_OPTIONS: tuple[int, ...] = (1, 2, 4, 8, 16, 32)
 
 WORLD_OPTIONS: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64)
 """Ranks (world size) the explorer's data-parallel choice offers."""
+
+
+def _source(row: StepMemory | None) -> str | None:
+    """Where a bar's peak comes from: "measured", "measured on fake tensors", "predicted", or ``None``."""
+    if row is None:
+        return None
+    if row.method.startswith("predicted"):
+        return "predicted"
+    return "measured on fake tensors" if row.fake else "measured"
+
+
+def _timeline_ymax(rows: Sequence[StepMemory]) -> float | None:
+    """One y axis (MiB) for the timelines of every N of a configuration: the tallest bar's peak, plus room for the
+    peak's label."""
+    return round(1.35 * max(r.peak_mib for r in rows), 2) if rows else None
 
 
 def _legend_html() -> str:
@@ -252,8 +267,10 @@ class MemoryExplorer:
             control.observe(lambda change: self.redraw(), names="value")
         self.measure_button.on_click(self._on_measure)
         self.save_button.on_click(lambda button: self.save_png())
+        rows, _ = self._rows(config)
+        by_n = {r.accum_steps: r for r in rows}
         for n in ACCUM_OPTIONS:  # every N's timeline drawn once now: a slider move then shows a cached PNG
-            self._timeline_png(config, n, self.timeline(n))
+            self._timeline_png(config, n, self.timeline(n), _timeline_ymax(rows), _source(by_n.get(n)))
         self.redraw()
 
     # -- the cache -----------------------------------------------------------------------------------------------
@@ -399,11 +416,7 @@ class MemoryExplorer:
                 "(a probe for the predictor, then one step per N)."
             )
         else:
-            state["source"] = (
-                "predicted"
-                if current.method.startswith("predicted")
-                else ("measured on fake tensors" if current.fake else "measured")
-            )
+            state["source"] = _source(current)
             b = current.breakdown_mib
             summary = fits_summary(
                 {r.accum_steps: r.peak_mib for r in rows},
@@ -454,7 +467,9 @@ class MemoryExplorer:
         timeline = self.timeline() if mode == "none" else None  # timelines are of one process
         state["timeline_source"] = None if timeline is None else ("predicted" if timeline.predicted else "measured")
         state["timeline_teeth"] = None if timeline is None else timeline.teeth()
-        self.timeline_png = self._timeline_png(config, n, timeline)
+        state["timeline_ymax"] = _timeline_ymax(rows)
+        state["timeline_title"] = None if timeline is None else timeline_title(timeline, state["source"])
+        self.timeline_png = self._timeline_png(config, n, timeline, state["timeline_ymax"], state["source"])
         with self.timeline_figure:
             self.timeline_figure.clear_output(wait=True)
             if self.timeline_png:
@@ -464,13 +479,15 @@ class MemoryExplorer:
         state.update(redraws=self.redraws, last_redraw_s=self.last_redraw_s)
         self._state = state
 
-    def _timeline_png(self, config: StepConfig, n: int, timeline: StepTimeline | None) -> bytes:
-        """The timeline panel as PNG bytes, drawn once per (configuration, N, source) and then reused."""
+    def _timeline_png(
+        self, config: StepConfig, n: int, timeline: StepTimeline | None, ymax: float | None, peak_source: str | None
+    ) -> bytes:
+        """The timeline panel as PNG bytes, drawn once per (configuration, N, source, y axis) and then reused."""
         if timeline is None:
             return b""
-        key = (config, n, timeline.predicted, timeline.peak_mib)
+        key = (config, n, timeline.predicted, timeline.peak_mib, ymax, peak_source)
         if key not in self._timeline_pngs:
-            self._timeline_pngs[key] = timeline_panel_png(timeline)
+            self._timeline_pngs[key] = timeline_panel_png(timeline, ymax=ymax, peak_source=peak_source)
         return self._timeline_pngs[key]
 
     # -- measuring -----------------------------------------------------------------------------------------------
