@@ -122,3 +122,23 @@ def test_compare_with_aot_eager_matches():
 def test_compare_with_inductor_matches():
     """Inductor generates and compiles C++ (about 30 s on 2 busy cores)."""
     _check_comparison("inductor")
+
+
+def test_no_cxx_compiler_is_one_clear_error_before_any_compiling(monkeypatch):
+    """Without g++ Inductor fails at the first compiled call with a long InvalidCxxCompiler traceback; the course
+    says it in one line first, naming the fix, and aot_eager still runs (lesson 09 falls back to it)."""
+    import torch._inductor.config as inductor_config
+    from torch._inductor import cpp_builder
+
+    from gradacc.compiled import CxxCompilerMissing, inductor_compiler
+
+    assert inductor_compiler().endswith(("g++", "clang++"))
+    monkeypatch.delenv("CXX", raising=False)
+    monkeypatch.setattr(inductor_config.cpp, "cxx", ("no-such-c++-compiler",))
+    cpp_builder.cpp_compiler_search.cache_clear()  # Inductor caches the search
+    try:
+        with pytest.raises(CxxCompilerMissing, match=r"^Inductor needs a C\+\+ compiler and found none .+aot_eager"):
+            compare_eager_compiled(accum_steps=2, micro_batch_size=4)
+        assert compare_eager_compiled(accum_steps=2, micro_batch_size=4, backend="aot_eager").max_abs_diff < TOLERANCE
+    finally:
+        cpp_builder.cpp_compiler_search.cache_clear()

@@ -52,6 +52,8 @@ __all__ = [
     "naive_micro_step",
     "count_graph_breaks",
     "compare_eager_compiled",
+    "CxxCompilerMissing",
+    "inductor_compiler",
 ]
 
 TOLERANCE = 1e-5
@@ -185,6 +187,30 @@ def _weights(model: nn.Module) -> dict[str, torch.Tensor]:
     return {name: p.detach().cpu().clone() for name, p in model.named_parameters()}
 
 
+class CxxCompilerMissing(RuntimeError):
+    """Inductor (``torch.compile``'s default backend) generates C++ and needs a C++ compiler; none was found."""
+
+
+def inductor_compiler() -> str:
+    """The C++ compiler Inductor will call (``torch._inductor.cpp_builder.get_cpp_compiler``: ``$CXX`` or the first of
+    ``torch._inductor.config.cpp.cxx`` that runs, usually ``g++``).
+
+    Raises:
+        CxxCompilerMissing: there is none (Inductor's own ``InvalidCxxCompiler`` would come with a long traceback,
+            at the first compiled call); the message says what to install and which backend needs no compiler.
+    """
+    from torch._inductor.cpp_builder import get_cpp_compiler
+    from torch._inductor.exc import InvalidCxxCompiler
+
+    try:
+        return get_cpp_compiler()
+    except InvalidCxxCompiler:
+        raise CxxCompilerMissing(
+            "Inductor needs a C++ compiler and found none (it looked for g++ and clang++): install one (Debian/Ubuntu: "
+            "apt-get install g++), or compile with backend='aot_eager', which needs none"
+        ) from None
+
+
 def compare_eager_compiled(
     accum_steps: int = 4,
     micro_batch_size: int = 32,
@@ -210,6 +236,7 @@ def compare_eager_compiled(
 
     Raises:
         ValueError: an argument out of range or an unknown backend.
+        CxxCompilerMissing: ``backend="inductor"`` and no C++ compiler (``inductor_compiler``), before any compiling.
     """
     for name, value in (
         ("accum_steps", accum_steps),
@@ -223,6 +250,8 @@ def compare_eager_compiled(
     backends = torch.compiler.list_backends(exclude_tags=())
     if backend not in backends:
         raise ValueError(f"backend must be one of {backends}, got {backend!r}")
+    if backend == "inductor":
+        inductor_compiler()
     window = _window(accum_steps, micro_batch_size)
 
     def run(loss_fn: Callable[[nn.Module, Batch], torch.Tensor]) -> tuple[dict[str, torch.Tensor], float, float, float]:
