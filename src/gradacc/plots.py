@@ -22,6 +22,8 @@ __all__ = [
     "plot_breakdown",
     "plot_timeline",
     "timeline_panel_png",
+    "timeline_title",
+    "timeline_ymax",
     "figure_png",
     "PARALLEL_COLORS",
     "plot_parallel_peaks",
@@ -242,6 +244,12 @@ def plot_timeline(
     ax.set_xlim(0, timeline.operations - 1)
     ax.set_xlabel("operation", fontsize=9)
     ax.set_title(title or f"N = {timeline.accum_steps} (micro-batch {timeline.micro_batch_size})", fontsize=10)
+
+
+def timeline_ymax(rows) -> float | None:
+    """One y axis (MiB) for the timelines of every N of a configuration: the tallest of ``rows``' peaks (``StepMemory``
+    s), plus room for the peak's label; ``None`` without rows."""
+    return round(1.35 * max(r.peak_mib for r in rows), 2) if rows else None
 
 
 def timeline_title(timeline: StepTimeline, peak_source: str | None = None) -> str:

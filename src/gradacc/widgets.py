@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from . import plots
 from .capacity import CAPACITY_PRESETS, CUDA_CONTEXT_MIB, gpu_capacity, usable_mib
 from .memory import (
     CATEGORIES,
@@ -31,7 +32,6 @@ from .memory import (
     timeline_config,
 )
 from .memory.parallel import largest_unit_bytes
-from .plots import COLORS, _new_figure, figure_png, fits_summary, plot_breakdown, timeline_panel_png, timeline_title
 
 __all__ = [
     "ACCUM_OPTIONS",
@@ -65,24 +65,9 @@ WORLD_OPTIONS: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64)
 """Ranks (world size) the explorer's data-parallel choice offers."""
 
 
-def _source(row: StepMemory | None) -> str | None:
-    """Where a bar's peak comes from: "measured", "measured on fake tensors", "predicted", or ``None``."""
-    if row is None:
-        return None
-    if row.method.startswith("predicted"):
-        return "predicted"
-    return "measured on fake tensors" if row.fake else "measured"
-
-
-def _timeline_ymax(rows: Sequence[StepMemory]) -> float | None:
-    """One y axis (MiB) for the timelines of every N of a configuration: the tallest bar's peak, plus room for the
-    peak's label."""
-    return round(1.35 * max(r.peak_mib for r in rows), 2) if rows else None
-
-
 def _legend_html() -> str:
     swatch = '<span style="display:inline-block;width:10px;height:10px;background:{};margin:0 3px 0 10px"></span>{}'
-    items = [swatch.format(COLORS[c], c.replace("_", " ")) for c in CATEGORIES]
+    items = [swatch.format(plots.COLORS[c], c.replace("_", " ")) for c in CATEGORIES]
     items.append("&nbsp;&nbsp;&#9679; measured peak &nbsp;&#9675; measured on fake tensors &nbsp;- - predicted peak")
     items.append("&nbsp;&nbsp;pale bars: predicted")
     return '<div style="font-size:11px">' + "".join(items) + "</div>"
@@ -268,9 +253,8 @@ class MemoryExplorer:
         self.measure_button.on_click(self._on_measure)
         self.save_button.on_click(lambda button: self.save_png())
         rows, _ = self._rows(config)
-        by_n = {r.accum_steps: r for r in rows}
         for n in ACCUM_OPTIONS:  # every N's timeline drawn once now: a slider move then shows a cached PNG
-            self._timeline_png(config, n, self.timeline(n), _timeline_ymax(rows), _source(by_n.get(n)))
+            self._timeline_png(config, n, self.timeline(n), rows)
         self.redraw()
 
     # -- the cache -----------------------------------------------------------------------------------------------
@@ -416,9 +400,9 @@ class MemoryExplorer:
                 "(a probe for the predictor, then one step per N)."
             )
         else:
-            state["source"] = _source(current)
+            state["source"] = current.source
             b = current.breakdown_mib
-            summary = fits_summary(
+            summary = plots.fits_summary(
                 {r.accum_steps: r.peak_mib for r in rows},
                 n,
                 capacity,
@@ -442,9 +426,9 @@ class MemoryExplorer:
             info["outline"].set_x(i - 0.35)
             info["outline"].set_height(info["tops"][i])
         else:
-            fig, ax = _new_figure()
+            fig, ax = plots._new_figure()
             if rows:
-                info = plot_breakdown(
+                info = plots.plot_breakdown(
                     ax,
                     rows,
                     predicted=predicted,
@@ -460,16 +444,16 @@ class MemoryExplorer:
                 )
                 ax.set_axis_off()
                 self._chart = None
-        self.png = figure_png(fig)
+        self.png = plots.figure_png(fig)
         with self.figure:
             self.figure.clear_output(wait=True)
             display(Image(data=self.png, format="png"))
         timeline = self.timeline() if mode == "none" else None  # timelines are of one process
         state["timeline_source"] = None if timeline is None else ("predicted" if timeline.predicted else "measured")
         state["timeline_teeth"] = None if timeline is None else timeline.teeth()
-        state["timeline_ymax"] = _timeline_ymax(rows)
-        state["timeline_title"] = None if timeline is None else timeline_title(timeline, state["source"])
-        self.timeline_png = self._timeline_png(config, n, timeline, state["timeline_ymax"], state["source"])
+        state["timeline_ymax"] = plots.timeline_ymax(rows)
+        state["timeline_title"] = None if timeline is None else plots.timeline_title(timeline, state["source"])
+        self.timeline_png = self._timeline_png(config, n, timeline, rows)
         with self.timeline_figure:
             self.timeline_figure.clear_output(wait=True)
             if self.timeline_png:
@@ -479,15 +463,14 @@ class MemoryExplorer:
         state.update(redraws=self.redraws, last_redraw_s=self.last_redraw_s)
         self._state = state
 
-    def _timeline_png(
-        self, config: StepConfig, n: int, timeline: StepTimeline | None, ymax: float | None, peak_source: str | None
-    ) -> bytes:
-        """The timeline panel as PNG bytes, drawn once per (configuration, N, source, y axis) and then reused."""
+    def _timeline_png(self, config: StepConfig, n: int, timeline: StepTimeline | None, rows: list) -> bytes:
+        """The timeline panel as PNG, drawn once per (configuration, N, y axis from ``rows``, source), then reused."""
         if timeline is None:
             return b""
-        key = (config, n, timeline.predicted, timeline.peak_mib, ymax, peak_source)
+        ymax, source = plots.timeline_ymax(rows), next((r.source for r in rows if r.accum_steps == n), None)
+        key = (config, n, timeline.predicted, timeline.peak_mib, ymax, source)
         if key not in self._timeline_pngs:
-            self._timeline_pngs[key] = timeline_panel_png(timeline, ymax=ymax, peak_source=peak_source)
+            self._timeline_pngs[key] = plots.timeline_panel_png(timeline, ymax=ymax, peak_source=source)
         return self._timeline_pngs[key]
 
     # -- measuring -----------------------------------------------------------------------------------------------

@@ -87,6 +87,13 @@ class StepMemory:
     allocator_overhead_mib: float = 0.0
 
     @property
+    def source(self) -> str:
+        """Where this peak comes from: ``"predicted"``, ``"measured on fake tensors"`` or ``"measured"``."""
+        if self.method.startswith("predicted"):
+            return "predicted"
+        return "measured on fake tensors" if self.fake else "measured"
+
+    @property
     def effective_batch_size(self) -> int:
         return self.accum_steps * self.micro_batch_size
 
