@@ -1,5 +1,7 @@
 """Shared fixtures, and an end-of-session report: every notebook run's wall time and kernel peak memory, and the
-measurements tests record (e.g. the browser test's redraw time).
+measurements tests record (e.g. the browser test's redraw time). Every test's duration (set-up + call + tear-down,
+seconds) goes to ``test-artifacts/durations.json`` with the totals per file: where the suite's time goes, to read
+(never asserted; tests/README.md gives the budget).
 
 Records go to a JSON-lines file named by ``GRADACC_TEST_REPORT`` (set once by the controlling pytest process, inherited
 by pytest-xdist workers), so the report is complete with ``-n 2`` too.
@@ -115,7 +117,37 @@ def pytest_configure(config) -> None:
         _build_colab_replica_early()
 
 
+_DURATIONS: dict[str, float] = {}
+
+
+def pytest_runtest_logreport(report) -> None:
+    """In the controlling process (pytest-xdist forwards the workers' reports): each test's set-up, call and
+    tear-down seconds, summed."""
+    _DURATIONS[report.nodeid] = _DURATIONS.get(report.nodeid, 0.0) + report.duration
+
+
+def _write_durations(config) -> Path | None:
+    if hasattr(config, "workerinput") or not _DURATIONS:
+        return None
+    per_file: dict[str, float] = {}
+    for nodeid, seconds in _DURATIONS.items():
+        per_file[nodeid.split("::")[0]] = per_file.get(nodeid.split("::")[0], 0.0) + seconds
+    path = ROOT / "test-artifacts" / "durations.json"
+    path.parent.mkdir(exist_ok=True)
+    data = {
+        "tests": len(_DURATIONS),
+        "total_s": round(sum(_DURATIONS.values()), 1),
+        "per_file_s": {f: round(s, 1) for f, s in sorted(per_file.items(), key=lambda item: -item[1])},
+        "per_test_s": {t: round(s, 2) for t, s in sorted(_DURATIONS.items(), key=lambda item: -item[1])},
+    }
+    path.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+    return path
+
+
 def pytest_terminal_summary(terminalreporter, config) -> None:
+    written = _write_durations(config)
+    if written is not None:
+        terminalreporter.write_line(f"test durations: {written.relative_to(ROOT)} ({len(_DURATIONS)} tests)")
     path = getattr(config, "_gradacc_report", None)
     if not path or not os.path.exists(path):
         return
