@@ -107,6 +107,28 @@ def windows_of(case: dict) -> int:
     return math.ceil(len(case["sizes"][0]) / case["accum_steps"])
 
 
+def _judge_on_ranks(train_epoch_ddp: Callable, cases, where: Callable, judge: Callable) -> str | None:
+    """Run ``train_epoch_ddp`` on every case in one launch (``epoch_on_ranks``) and return the first problem: an
+    unreadable source, the learner's own error, or ``judge(case, result)``'s message, prefixed by ``where(case)``.
+
+    Raises:
+        NotImplementedError: the learner's function still raises it (a check reports "not answered yet").
+    """
+    try:
+        results = epoch_on_ranks(train_epoch_ddp, cases)
+    except OSError:
+        return "define train_epoch_ddp in a notebook cell of its own: the check could not read its source"
+    for case, result in zip(cases, results, strict=False):
+        if "error" in result:
+            if result["error"].startswith("NotImplementedError"):
+                raise NotImplementedError()  # reported as "not answered yet"
+            return f"{where(case)}: your code raised {result['error']}"
+        problem = judge(case, result)
+        if problem:
+            return f"{where(case)}: {problem}"
+    return None
+
+
 def check_allreduces_per_window(train_epoch_ddp: Callable[..., object]) -> None:
     """Exercise 7.2: ``train_epoch_ddp`` all-reduces exactly once per accumulation window, the short last one too.
 
@@ -115,25 +137,18 @@ def check_allreduces_per_window(train_epoch_ddp: Callable[..., object]) -> None:
     (``AllReduceCounter``). Prints ``Exercise 7.2: correct`` or what went wrong; returns ``None``.
     """
 
-    def body() -> str | None:
-        try:
-            results = epoch_on_ranks(train_epoch_ddp, _ALLREDUCE_CASES)
-        except OSError:
-            return "define train_epoch_ddp in a notebook cell of its own: the check could not read its source"
-        for case, result in zip(_ALLREDUCE_CASES, results, strict=False):
-            where = f"{len(case['sizes'][0])} micro-batches per rank on 2 ranks, accum_steps={case['accum_steps']}"
-            if "error" in result:
-                if result["error"].startswith("NotImplementedError"):
-                    raise NotImplementedError()  # reported as "not answered yet"
-                return f"{where}: your code raised {result['error']}"
-            if result["allreduces"] != windows_of(case):
-                return (
-                    f"{where}: {result['allreduces']} gradient all-reduces, expected {windows_of(case)} (one per "
-                    "window: no_sync() on every micro-step except the last of each window, the short last window too)"
-                )
-        return None
+    def judge(case: dict, result: dict) -> str | None:
+        if result["allreduces"] == windows_of(case):
+            return None
+        return (
+            f"{result['allreduces']} gradient all-reduces, expected {windows_of(case)} (one per window: no_sync() on "
+            "every micro-step except the last of each window, the short last window too)"
+        )
 
-    run_check("7.2", body)
+    def where(case: dict) -> str:
+        return f"{len(case['sizes'][0])} micro-batches per rank on 2 ranks, accum_steps={case['accum_steps']}"
+
+    run_check("7.2", lambda: _judge_on_ranks(train_epoch_ddp, _ALLREDUCE_CASES, where, judge))
 
 
 def _code_names(code) -> set[str]:
@@ -236,28 +251,21 @@ def check_epoch_weights(train_epoch_ddp: Callable[..., object]) -> None:
     ``Exercise 7.3: correct`` or what went wrong; returns ``None``.
     """
 
-    def body() -> str | None:
-        try:
-            results = epoch_on_ranks(train_epoch_ddp)
-        except OSError:
-            return "define train_epoch_ddp in a notebook cell of its own: the check could not read its source"
-        for case, result in zip(_RANK_CASES, results, strict=False):
-            where = f"ranks with micro-batches of {case['sizes'][0]} and {case['sizes'][1]} samples, N={case['accum_steps']}"
-            if "error" in result:
-                if result["error"].startswith("NotImplementedError"):
-                    raise NotImplementedError()  # reported as "not answered yet"
-                return f"{where}: your code raised {result['error']}"
-            want = one_process_weights(case)
-            start = make_digits_model(seed=case["seed"], hidden=16).parameters()
-            if max_abs_diff(result["weights"], start) == 0.0:
-                return f"{where}: the weights did not change (call optimizer.step() once per window)"
-            diff = max_abs_diff(result["weights"], want)
-            if diff > 1e-6:
-                return (
-                    f"{where}: the weights differ from one process accumulating the same windows by {diff:.2e}. "
-                    "Divide each micro-batch's summed loss by the samples of its window on ALL ranks (all-reduce the "
-                    "count) and multiply by the world size, as in 7.1; step after the short last window too"
-                )
-        return None
+    def judge(case: dict, result: dict) -> str | None:
+        start = make_digits_model(seed=case["seed"], hidden=16).parameters()
+        if max_abs_diff(result["weights"], start) == 0.0:
+            return "the weights did not change (call optimizer.step() once per window)"
+        diff = max_abs_diff(result["weights"], one_process_weights(case))
+        if diff <= 1e-6:
+            return None
+        return (
+            f"the weights differ from one process accumulating the same windows by {diff:.2e}. Divide each "
+            "micro-batch's summed loss by the samples of its window on ALL ranks (all-reduce the count) and multiply "
+            "by the world size, as in 7.1; step after the short last window too"
+        )
 
-    run_check("7.3", body)
+    def where(case: dict) -> str:
+        sizes = case["sizes"]
+        return f"ranks with micro-batches of {sizes[0]} and {sizes[1]} samples, N={case['accum_steps']}"
+
+    run_check("7.3", lambda: _judge_on_ranks(train_epoch_ddp, _RANK_CASES, where, judge))
