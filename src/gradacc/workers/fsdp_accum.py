@@ -233,7 +233,7 @@ def _window(args, mode: str, x: torch.Tensor, y: torch.Tensor, counts: dict[str,
 
 
 @record
-def main(argv: list[str] | None = None) -> None:
+def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     check_accum_steps(args.accum_steps)
     dist.init_process_group("gloo", timeout=timedelta(seconds=60))
@@ -274,7 +274,10 @@ def main(argv: list[str] | None = None) -> None:
             Path(args.out).write_text(json.dumps(result))
     finally:
         dist.destroy_process_group()
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    from gradacc.launch import exit_worker
+
+    exit_worker(main())  # not sys.exit: gloo's threads can abort a finalizing interpreter (see exit_worker)
