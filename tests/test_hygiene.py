@@ -21,7 +21,7 @@ import nbformat
 import pytest
 from conftest import ROOT
 
-from gradacc.course.notebooks import clean_notebook
+from gradacc.course.notebooks import KERNELSPEC, LANGUAGE_INFO, clean_notebook
 
 NOTEBOOKS = sorted(
     p
@@ -59,6 +59,20 @@ def test_test_outputs_are_ignored_by_git():
         cwd=ROOT, capture_output=True, text=True,
     )  # fmt: skip
     assert proc.stdout.split() == ["test-artifacts/browser.png", "build/test-cache/x", ".venv/x"], proc.stderr
+
+
+def test_stored_kernel_metadata_is_what_the_pinned_kernel_reports():
+    """Issue 30: the metadata JupyterLab copies from the kernel when it connects is stored already, so opening a
+    lesson does not mark it modified. Every key but ``version`` is the installed ipykernel's; ``version`` is the
+    pinned Python's (3.11, the interpreter the Makefile takes first)."""
+    from ipykernel.ipkernel import IPythonKernel
+    from jupyter_client.kernelspec import KernelSpecManager
+
+    reported = dict(IPythonKernel.language_info)
+    assert {**reported, "version": LANGUAGE_INFO["version"]} == LANGUAGE_INFO, reported
+    assert LANGUAGE_INFO["version"].startswith("3.11."), LANGUAGE_INFO["version"]
+    spec = KernelSpecManager().get_kernel_spec("python3")
+    assert {"name": "python3", "display_name": spec.display_name, "language": spec.language} == KERNELSPEC
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: f"{p.parent.name}/{p.name}")

@@ -32,6 +32,8 @@ __all__ = [
     "generate_exercise",
     "write_exercises",
     "stale_exercises",
+    "KERNELSPEC",
+    "LANGUAGE_INFO",
     "clean_notebook",
     "execute_notebook",
     "run_nbval",
@@ -136,15 +138,34 @@ def generate_exercise(solution) -> nbformat.NotebookNode:
     return clean_notebook(nb)
 
 
+KERNELSPEC = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
+"""The notebook's ``kernelspec`` as JupyterLab 4.6 writes it for ipykernel's ``python3`` kernel (``_updateSpec``)."""
+
+LANGUAGE_INFO = {
+    "codemirror_mode": {"name": "ipython", "version": 3},
+    "file_extension": ".py",
+    "mimetype": "text/x-python",
+    "name": "python",
+    "nbconvert_exporter": "python",
+    "pygments_lexer": "ipython3",
+    "version": "3.11.7",
+}
+"""``ipykernel.ipkernel.IPythonKernel.language_info`` (ipykernel 7) on the pinned Python, 3.11.7: JupyterLab copies the
+kernel's ``kernel_info`` reply into the notebook's metadata when the kernel connects (``NotebookPanel._updateLanguage``)
+and marks it modified only when the value differs (``YNotebook.setMetadata`` compares with ``JSONExt.deepEqual``).
+A kernel on another Python changes ``version`` only."""
+
+
 def clean_notebook(nb) -> nbformat.NotebookNode:
     """Strip execution noise in place and return ``nb``: widget state, per-cell execution metadata, kernel versions.
 
-    Keeps outputs (lessons show them on GitHub) and the ``kernelspec``; ``language_info`` keeps only its name.
+    Keeps outputs (lessons show them on GitHub); ``kernelspec`` and ``language_info`` become ``KERNELSPEC`` and
+    ``LANGUAGE_INFO``, what JupyterLab writes when the pinned environment's kernel connects (so opening a lesson
+    there leaves it unmodified).
     """
     nb.metadata.pop("widgets", None)
-    language = nb.metadata.get("language_info", {}).get("name", "python")
-    nb.metadata["language_info"] = {"name": language}
-    nb.metadata["kernelspec"] = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
+    nb.metadata["language_info"] = copy.deepcopy(LANGUAGE_INFO)
+    nb.metadata["kernelspec"] = dict(KERNELSPEC)
     for cell in nb.cells:
         for key in _EXECUTION_NOISE:
             cell.metadata.pop(key, None)
