@@ -453,8 +453,8 @@ def test_opening_a_notebook_leaves_it_unchanged(tmp_path: Path):
     changed, dirty = {}, {}
     with jupyterlab(root, tmp_path) as (base, token), sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=str(chromium), headless=True, args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": 1280, "height": 1000})
         try:
-            page = browser.new_page(viewport={"width": 1280, "height": 1000})
             for name in OPENED:
                 page.goto(f"{base}/lab/tree/{name}?token={token}")
                 # the tab (and its panel) of this path: the ones opened before stay open behind it
