@@ -12,15 +12,16 @@ from gradacc.models import make_digits_model
 
 
 def plan(*case) -> str:
-    """The student's ``sync_plan`` on ``case``: ``None``, ``mode seconds`` (6 significant digits) or the error."""
+    """The student's ``sync_plan`` on ``case``: each mode with its peak (MiB, 9 significant digits) and seconds
+    (6 significant digits), ``none fits``, the result's repr if it is not a dict of pairs, or the error."""
     try:
         got = quietly(sync_plan, *case)
+        if not isinstance(got, dict):
+            return repr(got)
+        return "; ".join(f"{mode} {float(peak):.9g} MiB {float(seconds):.6g} s" for mode, (peak, seconds)
+                         in sorted(got.items())) or "none fits"  # fmt: skip
     except Exception as exc:
         return type(exc).__name__
-    if got is None:
-        return "None"
-    mode, seconds = got
-    return f"{mode} {float(seconds):.6g}"
 
 
 def sync_case(world_size: int, accum_steps: int, where: str) -> tuple:

@@ -8,7 +8,13 @@ import pytest
 import torch
 
 from gradacc.accumulation import sum_cross_entropy
-from gradacc.compiled import TOLERANCE, compare_eager_compiled, count_graph_breaks, naive_micro_step
+from gradacc.compiled import (
+    TOLERANCE,
+    compare_eager_compiled,
+    count_graph_breaks,
+    count_recompiles,
+    naive_micro_step,
+)
 from gradacc.data import load_digits_tensors
 from gradacc.models import make_digits_model
 
@@ -72,6 +78,38 @@ def test_capture_scalar_outputs_removes_the_item_break(model_and_batch):
         reasons = count_graph_breaks(naive_micro_step, model, batch, 128, [])["break_reasons"]
     assert len(reasons) == 2
     assert not any("item()" in r for r in reasons)
+
+
+def test_an_int_argument_becomes_dynamic_but_an_int_on_a_module_recompiles_up_to_the_limit():
+    """Lesson 09's claim (issue 31): 20 values of an int argument compile 3 graphs; 20 values of an int attribute
+    compile ``recompile_limit`` graphs, then Dynamo warns once and runs the rest eagerly (still the right values)."""
+    x = torch.arange(4.0)
+
+    def scaled(t, k):
+        return t * 2 if k == 19 else t + k
+
+    def by_argument(compiled):
+        assert all(torch.equal(compiled(x, k), scaled(x, k)) for k in range(20))
+
+    class Offset(torch.nn.Module):
+        k = 0
+
+        def forward(self, t):
+            return t + self.k
+
+    module = Offset()
+
+    def on_the_module(compiled):
+        for k in range(20):
+            module.k = k
+            assert torch.equal(compiled(x), x + k)
+
+    limit = torch._dynamo.config.recompile_limit
+    argument, attribute = count_recompiles(scaled, by_argument), count_recompiles(module, on_the_module)
+    print(f"int argument: {argument}; int on a module: {attribute}; recompile_limit {limit}")
+    assert argument == {"graph_count": 3, "gave_up": []}
+    assert attribute["graph_count"] == limit == 8
+    assert len(attribute["gave_up"]) == 1 and "recompile_limit (8)" in attribute["gave_up"][0]
 
 
 def test_count_graph_breaks_rejects_a_non_callable():

@@ -2,6 +2,7 @@
 
 * ``naive_micro_step``: one micro-step as often written, with three constructs that each break a Dynamo graph.
 * ``count_graph_breaks``: the graphs Dynamo compiles for one call of a function, and every graph break, in order.
+* ``count_recompiles``: the graphs Dynamo compiles over many calls (recompilations), and whether it gave up.
 * ``compare_eager_compiled``: one optimizer step of accumulation on the digits, eagerly and with a compiled
   forward + loss (``gradacc.accumulation.sum_cross_entropy``); the weights of both, their difference and timings.
 
@@ -11,8 +12,9 @@ Measured on torch 2.13 (CPU), default Dynamo settings:
   skipped", at the same ``log.append(loss.item())``): ``if not torch.isfinite(loss)`` ("generic_jump TensorVariable()", a
   data-dependent branch), ``loss.backward()`` ("Unsupported Tensor.backward() call") and ``loss.item()``
   ("Unsupported Tensor.item() call with capture_scalar_outputs=False"); ``print(tensor)`` breaks too ("Failed to
-  trace builtin operator"). A branch on a Python int (``if step % accum_steps == 0``) does not break: Dynamo guards
-  on it and compiles again instead (steps 1..9 with ``accum_steps=4``: 3 graphs, 0 breaks).
+  trace builtin operator"). A branch on a Python int (``if k == accum_steps - 1``) does not break: Dynamo guards
+  on it and compiles again when the guard fails; ``count_recompiles`` counts how often (an int argument: 3 graphs
+  over 20 values; an int on an ``nn.Module``: one per value up to ``recompile_limit``, 8, then eager).
 * ``sum_cross_entropy`` (forward + loss only; ``backward``, logging and ``optimizer.step()`` stay outside): 1 graph,
   0 breaks. ``running += loss.detach()`` inside the compiled function does not break either.
 
@@ -51,6 +53,8 @@ __all__ = [
     "CompiledComparison",
     "naive_micro_step",
     "count_graph_breaks",
+    "RecompileReport",
+    "count_recompiles",
     "compare_eager_compiled",
     "CxxCompilerMissing",
     "inductor_compiler",
@@ -68,6 +72,14 @@ class GraphBreakReport(TypedDict):
     graph_count: int
     graph_break_count: int
     break_reasons: list[str]
+
+
+@dataclass
+class RecompileReport(TypedDict):
+    """What ``count_recompiles`` returns."""
+
+    graph_count: int  # graphs Dynamo compiled over all the calls
+    gave_up: list[str]  # first line of each warning that Dynamo stopped compiling the function (``recompile_limit``)
 
 
 @dataclass
@@ -168,6 +180,51 @@ def count_graph_breaks(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Gra
         quiet.setLevel(level)
         torch._dynamo.reset()
     return {"graph_count": len(graphs), "graph_break_count": len(reasons), "break_reasons": reasons}
+
+
+def count_recompiles(fn: Callable[..., Any], drive: Callable[[Callable[..., Any]], Any]) -> RecompileReport:
+    """Compile ``fn`` once with a backend that records each graph, let ``drive(compiled)`` call it as often as it
+    likes, and count the graphs Dynamo compiled: 1 plus one per recompilation (a failed guard).
+
+    Dynamo's "hit config.recompile_limit" warning (after ``torch._dynamo.config.recompile_limit`` graphs of one frame,
+    8 in torch 2.11 and 2.13, it runs the function eagerly from then on) is returned in ``gave_up`` instead of being
+    logged. Dynamo's caches are reset before and after. Measured on torch 2.13: an int argument ``k`` over 20 values
+    gives 3 graphs (the first value, then ``k`` made dynamic by ``automatic_dynamic_shapes``, then the other side of
+    a branch on it); an int attribute of an ``nn.Module`` gives one graph per value until the limit.
+    On Python 3.13.0 (CPython's dict-version bug, python/cpython#125608) torch 2.11 adds no guard for the attribute:
+    1 graph, and the compiled module keeps returning the first value's result (lesson 09 shows it).
+
+    Raises:
+        TypeError: ``fn`` or ``drive`` is not callable.
+
+    Source (torch 2.13): the warning, ``torch/_dynamo/convert_frame.py:1994-2005``; ``recompile_limit = 8``,
+    ``torch/_dynamo/config.py:121``; module ints are static unless ``allow_unspec_int_on_nn_module`` (line 402).
+    """
+    if not callable(fn) or not callable(drive):
+        raise TypeError(f"fn and drive must be callables, got {type(fn).__name__} and {type(drive).__name__}")
+    graphs: list[torch.fx.GraphModule] = []
+    gave_up: list[str] = []
+
+    def record(gm: torch.fx.GraphModule, example_inputs: list[torch.Tensor]) -> Callable[..., Any]:
+        graphs.append(gm)
+        return gm.forward
+
+    def keep(entry: logging.LogRecord) -> bool:
+        message = entry.getMessage()
+        if "recompile_limit" not in message:
+            return True
+        gave_up.append(message.splitlines()[0])
+        return False  # returned, not printed as Dynamo's ten-line log
+
+    log = logging.getLogger("torch._dynamo.convert_frame")
+    torch._dynamo.reset()
+    log.addFilter(keep)
+    try:
+        drive(torch.compile(fn, backend=record))
+    finally:
+        log.removeFilter(keep)
+        torch._dynamo.reset()
+    return {"graph_count": len(graphs), "gave_up": gave_up}
 
 
 def _window(accum_steps: int, micro_batch_size: int) -> list[Batch]:

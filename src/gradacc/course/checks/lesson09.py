@@ -1,9 +1,9 @@
-"""The checks of lesson 09 (``09_at_scale``): choosing FSDP2's gradient sync for a memory budget and a bandwidth, and
-a compiled micro-step without graph breaks.
+"""The checks of lesson 09 (``09_at_scale``): what FSDP2's two gradient sync settings cost in memory and
+communication, and a compiled micro-step without graph breaks.
 
 Exercise 9.1 asks for ``sync_plan(parameter_bytes, world_size, accum_steps, peak_each_mib, budget_mib,
-bandwidth_gb_s)``: which sync setting to train with (the one that communicates less among those that fit the
-budget) and its reduce-scatter seconds per optimizer step (``reference_sync_plan`` is the answer). Exercise 9.2 asks
+bandwidth_gb_s)``: every sync setting that fits the budget with its peak memory and its collectives' seconds per
+optimizer step, all-gathers included (``reference_sync_plan`` is the answer). Exercise 9.2 asks
 for ``micro_step(model, batch, items, stats)``: forward and the summed loss / ``items``, returned for a
 ``backward()`` outside, with the loss (detached) summed into ``stats["loss_sum"]`` and a not-finite loss flagged in
 ``stats["nonfinite"]``, all without a graph break; the check counts graphs and breaks with
@@ -38,31 +38,31 @@ def reference_sync_plan(
     peak_each_mib: float,
     budget_mib: float,
     bandwidth_gb_s: float,
-) -> tuple[str, float] | None:
-    """Exercise 9.1's answer: ``(mode, seconds)`` or ``None`` when neither setting fits ``budget_mib``.
+) -> dict[str, tuple[float, float]]:
+    """Exercise 9.1's answer: ``{mode: (peak_mib, seconds)}`` for the modes of ``SYNC_MODES`` whose peak is ``<=``
+    ``budget_mib`` (an empty dict when neither fits). It grades what each setting costs, not a preference between them.
 
-    * Sync at the boundary keeps, on every rank and for ``accum_steps >= 2``, the whole unsharded gradient instead of
-      its shard: ``parameter_bytes x (world_size - 1) / world_size`` bytes more than ``peak_each_mib`` (MiB = 2**20
-      bytes). With ``accum_steps = 1`` both settings are the same run.
-    * A reduce-scatter of ``parameter_bytes`` on ``world_size`` ranks sends ``parameter_bytes x (world_size - 1) /
-      world_size`` bytes from each rank (a ring; nccl-tests' "bus bandwidth" factor for reduce-scatter); at
-      ``bandwidth_gb_s`` (10**9 bytes/s) that takes bytes / bandwidth seconds. Sync each micro-step runs
-      ``accum_steps`` of them per optimizer step, sync at the boundary one.
-    * The answer is ``"boundary"`` when it fits (``<=`` the budget; it never communicates more), else ``"each"`` when
-      it fits, with that setting's reduce-scatter seconds per optimizer step.
+    * Memory: sync at the boundary keeps, on every rank and for ``accum_steps >= 2``, the whole unsharded gradient
+      instead of its shard: ``parameter_bytes x (world_size - 1) / world_size`` bytes more than ``peak_each_mib``
+      (MiB = 2**20 bytes). With ``accum_steps = 1`` both settings are the same run.
+    * Communication: a ring all-gather or reduce-scatter of a float32 parameter- or gradient-sized tensor moves
+      ``parameter_bytes x (world_size - 1) / world_size`` bytes per rank (nccl-tests' "bus bandwidth" factor); at
+      ``bandwidth_gb_s`` (10**9 bytes/s) it takes bytes / bandwidth seconds. Every micro-step all-gathers the
+      parameters twice (forward, and again for backward: ``reshard_after_forward=True``) in both settings; sync each
+      micro-step adds one reduce-scatter per micro-step (``3 x accum_steps`` collectives per optimizer step), sync at
+      the boundary one per optimizer step (``2 x accum_steps + 1``): lesson 09's measured counts (cell ``l09-counts``).
     """
     share = parameter_bytes * (world_size - 1) / world_size
     one = share / (bandwidth_gb_s * 1e9)
-    boundary_mib = peak_each_mib + (share / 2**20 if accum_steps >= 2 else 0.0)
-    if boundary_mib <= budget_mib:
-        return "boundary", one
-    if peak_each_mib <= budget_mib:
-        return "each", accum_steps * one
-    return None
+    costs = {
+        "each": (peak_each_mib, 3 * accum_steps * one),
+        "boundary": (peak_each_mib + (share / 2**20 if accum_steps >= 2 else 0.0), (2 * accum_steps + 1) * one),
+    }
+    return {mode: cost for mode, cost in costs.items() if cost[0] <= budget_mib}
 
 
-# (parameter_bytes, world_size, accum_steps, peak_each_mib, budget_mib, bandwidth_gb_s): boundary fits; only each
-# fits because of the (W - 1) / W share (the whole gradient would not fit either way); budget exactly at the boundary
+# (parameter_bytes, world_size, accum_steps, peak_each_mib, budget_mib, bandwidth_gb_s): both fit; only each fits
+# because of the (W - 1) / W share (the whole gradient would not fit either way); budget exactly at the boundary
 # peak; nothing fits; one rank (no communication); N = 1 (nothing kept); 8 ranks
 _PLAN_CASES = (
     (4 * 10**9, 2, 4, 30_000.0, 40_000.0, 25.0),
@@ -75,34 +75,42 @@ _PLAN_CASES = (
 )
 
 
+def _plan_error(got: object, want: dict[str, tuple[float, float]], where: str, bandwidth: float) -> str | None:
+    """What is wrong with one ``sync_plan`` result against the reference's ``want``, or ``None``."""
+    if not isinstance(got, dict) or not all(mode in SYNC_MODES for mode in got):
+        return f"{where}: expected a dict {{mode: (peak_mib, seconds)}} with modes from {SYNC_MODES}, got {got!r}"
+    if sorted(got) != sorted(want):
+        return f"{where}: expected the settings {sorted(want)} to fit, got {sorted(got)} (which peaks fit the budget?)"
+    for mode, (peak, seconds) in want.items():
+        cost = got[mode]
+        try:
+            got_peak, got_seconds = (float(value) for value in cost)
+        except (TypeError, ValueError):
+            return f"{where}: {mode!r} should map to two numbers (peak_mib, seconds), got {cost!r}"
+        if not math.isclose(got_peak, peak, rel_tol=1e-9):
+            return f"{where}: {mode!r} peak {got_peak:.6g} MiB, expected {peak:.6g} (how much more does it keep?)"
+        if not math.isclose(got_seconds, seconds, rel_tol=1e-6, abs_tol=1e-12):
+            return (
+                f"{where}, {bandwidth} GB/s: {mode!r} collective seconds per optimizer step = {got_seconds:.6g}, "
+                f"expected {seconds:.6g} (how many all-gathers and reduce-scatters, of how many bytes each?)"
+            )
+    return None
+
+
 def check_sync_plan(sync_plan: Callable) -> None:
     """Exercise 9.1: ``sync_plan(parameter_bytes, world_size, accum_steps, peak_each_mib, budget_mib,
-    bandwidth_gb_s) -> (mode, seconds) | None`` on cases of its own (see ``reference_sync_plan``): modes exactly,
-    seconds to a relative 1e-6. Prints ``Exercise 9.1: correct`` or what went wrong; returns ``None``.
+    bandwidth_gb_s) -> {mode: (peak_mib, seconds)}`` on cases of its own (see ``reference_sync_plan``): the modes that
+    fit exactly, peaks to a relative 1e-9, seconds to a relative 1e-6. Prints ``Exercise 9.1: correct`` or what went
+    wrong; returns ``None``.
     """
 
     def body() -> str | None:
         for case in _PLAN_CASES:
-            want, got = reference_sync_plan(*case), sync_plan(*case)
             p, w, n, peak, budget, bw = case
             where = f"{p / 2**30:.3g} GiB of gradients, {w} ranks, N = {n}, peak {peak} MiB, budget {budget} MiB"
-            if want is None or got is None:
-                if want != got:
-                    return f"{where}: expected {want}, got {got!r} (which settings fit the budget?)"
-                continue
-            if not isinstance(got, tuple) or len(got) != 2 or got[0] not in SYNC_MODES:
-                return f"{where}: expected a tuple (mode, seconds) with mode in {SYNC_MODES}, got {got!r}"
-            if got[0] != want[0]:
-                return f"{where}: expected mode {want[0]!r}, got {got[0]!r} (how much more does the boundary keep?)"
-            try:
-                seconds = float(got[1])
-            except (TypeError, ValueError):
-                return f"{where}: seconds should be a number, got {got[1]!r}"
-            if not math.isclose(seconds, want[1], rel_tol=1e-6, abs_tol=1e-12):
-                return (
-                    f"{where}, {bw} GB/s: reduce-scatter seconds per optimizer step = {seconds:.6g}, expected "
-                    f"{want[1]:.6g} (bytes each rank sends, times how many reduce-scatters?)"
-                )
+            error = _plan_error(sync_plan(*case), reference_sync_plan(*case), where, bw)
+            if error:
+                return error
         return None
 
     run_check("9.1", body)
