@@ -74,9 +74,9 @@ def test_slider_move_redraws_from_the_cache_and_changes_sentence_and_figure(expl
 
 
 def test_capacity_and_model_controls(explorer):
-    explorer.capacity_dropdown.value = 1  # the first card preset: 16 GB
+    explorer.capacity_dropdown.value = 1  # the first card preset: the T4 (15,360 MiB)
     state = explorer.state()
-    assert state["capacity_mib"] == 16 * 1024 - 287_047_680 / 2**20 and state["smallest_accum_steps"] == 1
+    assert state["capacity_mib"] == 15_360 - 287_047_680 / 2**20 and state["smallest_accum_steps"] == 1
     explorer.width_slider.value = 1024  # not measured yet: says so, does not measure
     state = explorer.state()
     assert state["source"] is None and state["peak_mib"] is None
@@ -191,21 +191,27 @@ def test_widgets_use_only_what_ipywidgets_7_7_has():
 
 
 def test_capacity_is_what_a_process_can_allocate(monkeypatch):
-    """Presets: nominal GiB minus the CUDA context; a GPU runtime: the free memory after the context (a stand-in CUDA
-    here: the real call runs in tests/gpu_check.sh)."""
+    """Presets: each card's nvidia-smi total minus the CUDA context; a GPU runtime: the free memory after the context
+    plus what this process's caching allocator reserved (a stand-in CUDA here: the real call runs in
+    tests/gpu_check.sh)."""
     import types
 
     import torch
 
+    from gradacc.capacity import CARD_TOTAL_MIB
     from gradacc.widgets import CAPACITY_PRESETS, CUDA_CONTEXT_MIB, gpu_capacity
 
     assert round(CUDA_CONTEXT_MIB, 1) == 273.8
-    assert [round(mib) for _, mib in CAPACITY_PRESETS] == [16110, 24302, 40686, 81646, 144110]
-    assert all("GiB usable" in label for label, _ in CAPACITY_PRESETS)
+    assert CARD_TOTAL_MIB["T4 (Colab's GPU)"] == 15_360 < 16 * 1024  # a "16 GB" card's real total
+    assert [round(mib) for _, mib in CAPACITY_PRESETS] == [15086, 22754, 22760, 40686, 81646, 81285, 143497]
+    assert CAPACITY_PRESETS[0][0] == "T4 (Colab's GPU): 15,360 MiB (14.7 GiB usable)"
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (15 * 2**30, 16 * 2**30))
+    monkeypatch.setattr(torch.cuda, "memory_reserved", lambda device=None: 2**30)
     monkeypatch.setattr(torch.cuda, "get_device_properties", lambda device: types.SimpleNamespace(name="Stand-in T4"))
-    assert gpu_capacity() == ("this GPU: Stand-in T4 (16 GiB, 15.0 GiB free)", 15 * 1024.0)
+    label, mib = gpu_capacity()
+    assert mib == 16 * 1024.0  # 15 GiB free + 1 GiB this process already reserved
+    assert label == "this GPU: Stand-in T4 (16,384 MiB; 16,384 MiB free or reserved by this process)"
 
 
 def test_the_data_parallel_choice_shows_one_ranks_predicted_memory(explorer, cached):

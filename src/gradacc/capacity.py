@@ -1,47 +1,62 @@
-"""GPU memory a PyTorch process can use: the CUDA context's share, common cards' usable MiB, and this GPU's free MiB
-(the memory explorer's capacity line; lesson 03)."""
+"""GPU memory a PyTorch process can use: common cards' real totals, the CUDA context's share, and this GPU's free
+plus reserved MiB (the memory explorer's capacity line; lesson 03)."""
 
 from __future__ import annotations
 
 import torch
 
-__all__ = ["CUDA_CONTEXT_MIB", "usable_mib", "CAPACITY_PRESETS", "gpu_capacity"]
+__all__ = ["CARD_TOTAL_MIB", "CUDA_CONTEXT_MIB", "usable_mib", "CAPACITY_PRESETS", "gpu_capacity"]
 
+
+CARD_TOTAL_MIB: dict[str, int] = {
+    "T4 (Colab's GPU)": 15_360,
+    "A10G": 23_028,
+    "L4": 23_034,
+    "A100 40 GB": 40_960,
+    "A100 80 GB": 81_920,
+    "H100 80 GB HBM3": 81_559,
+    "H200": 143_771,
+}
+"""A card's total memory as ``nvidia-smi`` reports it (the "Memory-Usage" total, MiB; ECC on, as on cloud and Colab
+GPUs), read from public ``nvidia-smi`` printouts. Less than the nominal size: a T4 sold as "16 GB" shows 15,360 MiB,
+not 16,384; an H100 "80 GB" 81,559 MiB. On your own card read ``torch.cuda.mem_get_info()`` instead (``gpu_capacity``).
+"""
 
 CUDA_CONTEXT_MIB: float = 287_047_680 / 2**20
-"""273.8 MiB: GPU memory a PyTorch process's CUDA context takes before any tensor, with lazy module loading (PyTorch's
-default since 1.13), as measured in pytorch/pytorch#86509 ("Sets CUDA_MODULE_LOADING to LAZY": 287,047,680 bytes lazy,
-666,632,192 eager). The caching allocator's reserved-but-unused blocks come on top and depend on the workload."""
+"""273.8 MiB: GPU memory a PyTorch process's CUDA context took before any tensor, with lazy module loading (PyTorch's
+default since 1.13), in ONE measurement, pytorch/pytorch#86509 ("Sets CUDA_MODULE_LOADING to LAZY": 287,047,680
+bytes lazy, 666,632,192 eager). A lower bound: other cards, drivers and CUDA versions report about 400 MB, and the
+cuBLAS / cuDNN workspaces of the first matrix products and convolutions come on top."""
 
 
-def usable_mib(nominal_gb: float) -> float:
-    """MiB a PyTorch process can allocate on a card sold as ``nominal_gb`` GB: its ``nominal_gb`` GiB minus the CUDA
-    context (``CUDA_CONTEXT_MIB``). An upper bound: ECC reservations (e.g. on a T4) and fragmentation lower it."""
-    return nominal_gb * 1024.0 - CUDA_CONTEXT_MIB
+def usable_mib(total_mib: float) -> float:
+    """MiB a PyTorch process can at most allocate on a card whose ``nvidia-smi`` total is ``total_mib``: the total
+    minus the CUDA context (``CUDA_CONTEXT_MIB``). An upper bound: workspaces, the caching allocator's reserved but
+    unused blocks and fragmentation lower it; budget against ``torch.cuda.max_memory_reserved()``."""
+    return float(total_mib) - CUDA_CONTEXT_MIB
 
 
 CAPACITY_PRESETS: tuple[tuple[str, float], ...] = tuple(
-    (f"{label} ({usable_mib(gb) / 1024:.1f} GiB usable)", usable_mib(gb))
-    for label, gb in (
-        ("16 GB: T4, V100 16 GB", 16),
-        ("24 GB: A10G, L4, RTX 4090", 24),
-        ("40 GB: A100 40 GB", 40),
-        ("80 GB: A100 80 GB, H100", 80),
-        ("141 GB: H200", 141),
-    )
+    (f"{card}: {total:,} MiB ({usable_mib(total) / 1024:.1f} GiB usable)", usable_mib(total))
+    for card, total in CARD_TOTAL_MIB.items()
 )
-"""Common cards as ``(label, usable MiB)``: the nominal memory (a card sold as "16 GB" has 16 GiB) minus the CUDA
-context (``usable_mib``); the label names the card and its usable GiB."""
+"""Common cards as ``(label, usable MiB)``: the ``nvidia-smi`` total (``CARD_TOTAL_MIB``) minus the CUDA context
+(``usable_mib``); the label names the card, its total and its usable GiB."""
 
 
 def gpu_capacity() -> tuple[str, float] | None:
-    """``(label, free MiB)`` of CUDA device 0, or ``None`` without a GPU.
+    """``(label, MiB)`` of CUDA device 0, or ``None`` without a GPU.
 
-    The capacity is what this process can still allocate (``torch.cuda.mem_get_info``, after the CUDA context exists),
-    not the card's total (``torch.cuda.get_device_properties(0).total_memory``), which the label shows.
+    The capacity is what this process can use for tensors: the device's free memory (``torch.cuda.mem_get_info``,
+    read after the CUDA context exists, so the context is already taken off) plus what PyTorch's caching allocator
+    already reserved in this process (``torch.cuda.memory_reserved``: blocks it holds and reuses, counted as used by
+    the driver). The label shows the card's total.
     """
     if not torch.cuda.is_available():
         return None
     free, total = torch.cuda.mem_get_info(0)
+    reserved = torch.cuda.memory_reserved(0)
     name = torch.cuda.get_device_properties(0).name
-    return f"this GPU: {name} ({total / 2**30:.0f} GiB, {free / 2**30:.1f} GiB free)", float(free / 2**20)
+    usable = (free + reserved) / 2**20
+    label = f"this GPU: {name} ({total / 2**20:,.0f} MiB; {usable:,.0f} MiB free or reserved by this process)"
+    return label, float(usable)

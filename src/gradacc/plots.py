@@ -67,7 +67,7 @@ def fits_summary(
 
     Returns:
         ``{"fits": bool, "smallest_accum_steps": int | None, "text": str}``; the text is one sentence, e.g.
-        ``"N = 8 (micro-batch 512): peak 19.6 MiB, fits in 16 GB (T4, V100 16 GB). Smallest N that fits: 1."``
+        ``"N = 8 (micro-batch 512): peak 19.6 MiB, fits in T4 (Colab's GPU): 15,360 MiB (14.7 GiB usable). Smallest N that fits: 1."``
 
     Raises:
         ValueError: ``accum_steps`` not in ``peaks_mib``, or a non-positive capacity.

@@ -75,7 +75,7 @@ def _legend_html() -> str:
 
 class MemoryExplorer:
     """Sliders for accumulation steps (1..64), effective batch, MLP width and depth, optimizer (SGD / Adam) and
-    precision (fp32 / bf16); a stacked bar of the peak's breakdown per N (measured where measured, predicted and
+    precision (fp32 / pure bf16); a stacked bar of the peak's breakdown per N (measured where measured, predicted and
     paler elsewhere), measured peaks as dots and the predictor's curve; a capacity line (the real GPU on a GPU
     runtime, presets for common cards) and a sentence saying whether the selected N fits and the smallest N that does.
     A **data parallel** choice (none, DDP, FSDP with the gradient sync on every micro-step or at the boundary) and the
@@ -105,8 +105,8 @@ class MemoryExplorer:
         measurements: ``StepMemory`` results already measured for ``config`` (e.g. by the lesson), cached as is.
         profile: a ``MemoryProfile`` of ``config`` for the predicted curve (and the predicted, pale, timelines).
         timelines: ``StepTimeline`` s measured for ``config`` (``gradacc.memory.timeline_config``), one per N.
-        capacity: ``(label, MiB)`` for the capacity line; default: the GPU's total memory on a GPU runtime, else the
-            first preset.
+        capacity: ``(label, MiB)`` for the capacity line; default: on a GPU runtime this GPU's free memory plus
+            this process's reserved memory (``gpu_capacity``), else the first preset.
         method: how **Measure** measures real steps (``gradacc.memory.METHODS``); default: ``"cuda"`` on a GPU,
             else ``"storages"`` (the live-storage counter: the tracker's numbers, checked by a test, at half its cost).
         real_limit_mib, real_limit_flops: steps whose predicted peak or estimated work (6 x parameters x effective
@@ -197,19 +197,14 @@ class MemoryExplorer:
         self.optimizer_buttons = w.ToggleButtons(
             options=[("SGD", "sgd"), ("Adam", "adam")], value=config.optimizer, description="optimizer", style=wide
         )
-        self.precision_buttons = w.ToggleButtons(
-            options=[("fp32", "fp32"), ("bf16", "bf16")], value=config.precision, description="precision", style=wide
-        )
+        self.precision_buttons = w.ToggleButtons(options=[("fp32", "fp32"), ("pure bf16 (not AMP)", "bf16")],
+                                                 value=config.precision, description="precision", style=wide)  # fmt: skip
         self.parallel_dropdown = w.Dropdown(options=list(PARALLEL_MODES), value="none", description="data parallel",
                                             style=wide)  # fmt: skip
         self.world_slider = w.SelectionSlider(options=list(WORLD_OPTIONS), value=2, description="ranks",
                                               continuous_update=False, disabled=True, style=wide)  # fmt: skip
-        self.capacity_dropdown = w.Dropdown(
-            options=[(label, i) for i, (label, _) in enumerate(self.capacities)],
-            value=0,
-            description="capacity",
-            style=wide,
-        )
+        self.capacity_dropdown = w.Dropdown(options=[(label, i) for i, (label, _) in enumerate(self.capacities)],
+                                            value=0, description="capacity", style=wide)  # fmt: skip
         self.measure_button = w.Button(description="Measure", button_style="primary")
         self.progress = w.IntProgress(value=0, min=0, max=len(ACCUM_OPTIONS) + 1, description="")
         self.status = w.HTML(value="")
