@@ -18,11 +18,12 @@ import os
 import subprocess
 import sys
 import types
+from datetime import datetime, timezone
 from pathlib import Path
 
 import nbformat
 import pytest
-from conftest import ROOT
+from conftest import ROOT, record_measurement
 from packaging.requirements import Requirement
 from throwaway import pip_target
 
@@ -164,6 +165,16 @@ print(json.dumps({
 """
 
 
+def _timing(nb, started) -> str:
+    """Where an nbclient run's time went: kernel start (until the first cell starts), then each cell (busy to reply),
+    seconds, from the timestamps nbclient records in each cell's ``metadata.execution``."""
+    marks = [cell.metadata["execution"] for cell in nb.cells]
+    busy = [datetime.fromisoformat(m["iopub.status.busy"].replace("Z", "+00:00")) for m in marks]
+    done = [datetime.fromisoformat(m["shell.execute_reply"].replace("Z", "+00:00")) for m in marks]
+    cells = ", ".join(f"{(d - b).total_seconds():.1f}" for b, d in zip(busy, done, strict=True))
+    return f"kernel up after {(busy[0] - started).total_seconds():.1f} s; cells {cells} s"
+
+
 @pytest.mark.slow
 def test_memory_explorer_on_colabs_ipywidgets(monkeypatch):
     """The explorer in a real kernel on ipywidgets 7.7.1: built, the accumulation-steps slider moved, figure and
@@ -175,7 +186,9 @@ def test_memory_explorer_on_colabs_ipywidgets(monkeypatch):
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(target), *filter(None, [os.environ.get("PYTHONPATH")])]))
     nb = new_notebook(cells=[new_code_cell(BUILD), new_code_cell(MOVE), new_code_cell(REPORT)])
     # nbclient plays the front end here: it keeps Output widgets' outputs and syncs them back to the kernel
+    started = datetime.now(timezone.utc)
     NotebookClient(nb, kernel_name="python3", timeout=300).execute()
+    record_measurement(f"Colab's ipywidgets explorer test: {_timing(nb, started)}")
     view = nb.cells[0].outputs[-1]["data"]
     assert view["application/vnd.jupyter.widget-view+json"]["version_major"] == 2  # ipywidgets 7's protocol
     report = json.loads("".join(o["text"] for o in nb.cells[2].outputs if o.get("name") == "stdout"))

@@ -15,7 +15,7 @@ from pathlib import Path
 import colab_replica
 import pytest
 from conftest import record_measurement
-from test_notebooks import LESSONS, PEAK_LIMIT_MIB, SOLUTIONS, check_exercise, check_lesson, check_solution
+from test_notebooks import LESSONS, PEAK_LIMIT_MIB, by_solution, check_exercise, check_lesson, check_solution
 
 pytestmark = [pytest.mark.notebook, pytest.mark.colab]
 
@@ -52,11 +52,11 @@ def test_lesson_runs_on_colab(path: Path, colab_python):
     check_lesson(path, colab_python, env="colab", peak_limit_mib=COLAB_PEAK_LIMIT_MIB)
 
 
-@pytest.mark.parametrize("path", SOLUTIONS, ids=lambda p: p.name)
+@pytest.mark.parametrize("path", by_solution("colab"), ids=lambda p: p.name)
 def test_solution_passes_its_checks_on_colab(path: Path, colab_python):
     check_solution(path, colab_python, env="colab", peak_limit_mib=COLAB_PEAK_LIMIT_MIB)
 
 
-@pytest.mark.parametrize("path", SOLUTIONS, ids=lambda p: p.name)
+@pytest.mark.parametrize("path", by_solution("colab"), ids=lambda p: p.name)
 def test_exercise_fails_exactly_at_checks_on_colab(path: Path, colab_python):
     check_exercise(path, colab_python, env="colab")

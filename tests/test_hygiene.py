@@ -310,3 +310,25 @@ def test_the_core_path_scan_finds_what_it_looks_for():
         nbformat.v4.new_code_cell("def f(scale):\n    return scale * x\n\nmodel(torch.ones(2))"),
     ]
     assert [p.split(": ")[1] for p in _names_the_core_path_lacks(nb)] == ["model"]
+
+
+def test_an_xdist_group_runs_on_one_worker(tmp_path):
+    """``make test`` runs ``--dist loadgroup``: the grading module, each solution's answered run
+    (tests/test_notebooks.py) and each hidden check's seeds rely on an ``xdist_group`` meeting in ONE worker.
+    pytest 9.2.0 with pytest-xdist 3.8.0 drops the groups without a word (pytest-dev/pytest-xdist#1386, the
+    reason requirements.txt pins pytest 9.1.1): this test fails there."""
+    (tmp_path / "test_grouped.py").write_text(
+        "import pytest\n\n\n"
+        "@pytest.mark.parametrize('i', [pytest.param(i, marks=pytest.mark.xdist_group('g')) for i in range(6)])\n"
+        "def test_grouped(i):\n    pass\n"
+    )
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-n", "2", "--dist", "loadgroup", "-v"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    workers = re.findall(r"\[(gw\d)\] .* PASSED test_grouped\.py::test_grouped\[\d\]@g", run.stdout)
+    print(f"6 grouped tests ran on {sorted(set(workers))}")
+    assert run.returncode == 0 and len(workers) == 6 and len(set(workers)) == 1, run.stdout[-2000:]

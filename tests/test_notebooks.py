@@ -1,5 +1,6 @@
-"""Every notebook runs on a fresh kernel under nbval: lessons (lax, values checked where tagged), solutions (lax, check
-cells strict), generated exercises (strict: they fail exactly at their check cells, and pass with the answers put back).
+"""Every notebook runs on a fresh kernel under nbval: lessons (lax, values checked where tagged), generated exercises
+(strict: they fail exactly at their check cells, and pass with the solution's answers put back); the solutions' answers
+pass every check in that answered run, which one execution serves to both tests (``answered_run``).
 Each run's wall time and kernel peak memory are reported at the end of the session (see conftest.py)."""
 
 from __future__ import annotations
@@ -47,10 +48,39 @@ def check_lesson(path: Path, python: str | None = None, env: str = "", peak_limi
     assert run.peak_mib <= peak_limit_mib, f"{path.name}: kernel peak {run.peak_mib:.0f} MiB > {peak_limit_mib} MiB"
 
 
+_ANSWERED: dict[tuple[str, str], object] = {}
+
+
+def answered_run(path: Path, python: str | None = None, env: str = ""):
+    """The generated exercise of solution ``path`` with the solution's answer cells put back (by cell id), run the
+    way a learner runs it (strict nbval), ONCE per test process and environment: the solution test and the exercise
+    test both read this run (their parametrizations share an xdist group, so they meet in one process). The cells are
+    the solution's own (``test_exercises_are_generated_from_current_solutions``), in the exercise's folder."""
+    key = (path.name, env)
+    if key not in _ANSWERED:
+        exercise = nbformat.read(ROOT / "exercises" / path.name, as_version=4)
+        answers = {
+            c.id: c.source for c in nbformat.read(path, as_version=4).cells if "solution" in c.metadata.get("tags", [])
+        }
+        filled = copy.deepcopy(exercise)
+        for cell in filled.cells:
+            if cell.get("id") in answers:
+                cell.source = answers[cell.id]
+        assert sum(cell.get("id") in answers for cell in filled.cells) == len(answers)
+        filled_path = ROOT / "exercises" / f".filled{'-' + env if env else ''}-{path.name}"
+        try:
+            nbformat.write(filled, filled_path)
+            _ANSWERED[key] = _run(filled_path, env=env, python=python)
+        finally:
+            filled_path.unlink(missing_ok=True)
+    return _ANSWERED[key]
+
+
 def check_solution(
     path: Path, python: str | None = None, env: str = "", peak_limit_mib: float = PEAK_LIMIT_MIB
 ) -> None:
-    """The solution's check cells are tagged, store `correct`, and print it again when run."""
+    """The solution's check cells are tagged and store `correct`, and its answers pass every check when run, within
+    the memory limit."""
     nb = nbformat.read(path, as_version=4)
     checks = check_cells(nb)
     assert len(checks) >= 2, f"{path.name} needs at least two graded check cells"
@@ -60,7 +90,7 @@ def check_solution(
         assert nb.cells[check["index"]].outputs, f"check cell {check['check']} has no stored output"
         text = "".join(o.get("text", "") for o in nb.cells[check["index"]].outputs)
         assert text.strip() == f"Exercise {check['check']}: correct", text
-    run = _run(path, env=env, lax=True, python=python)
+    run = answered_run(path, python, env)
     assert run.returncode == 0, _explain(run)
     assert run.peak_mib <= peak_limit_mib, f"{path.name}: kernel peak {run.peak_mib:.0f} MiB > {peak_limit_mib} MiB"
     assert [run.cells[c["code_index"]]["outcome"] for c in checks] == ["passed"] * len(checks)
@@ -69,28 +99,17 @@ def check_solution(
 def check_exercise(path: Path, python: str | None = None, env: str = "") -> None:
     """The exercise fails exactly at its check cells, and passes them all with the solution's answers put back."""
     exercise_path = ROOT / "exercises" / path.name
-    exercise = nbformat.read(exercise_path, as_version=4)
-    checks = check_cells(exercise)
+    checks = check_cells(nbformat.read(exercise_path, as_version=4))
     unanswered = _run(exercise_path, env=env, python=python)
     assert unanswered.returncode != 0
     assert unanswered.failed_cells == [c["code_index"] for c in checks], _explain(unanswered)
-
-    # Put the answers back (by cell id) into the exercise and run it the way a learner does: strict nbval.
-    answers = {
-        c.id: c.source for c in nbformat.read(path, as_version=4).cells if "solution" in c.metadata.get("tags", [])
-    }
-    filled = copy.deepcopy(exercise)
-    for cell in filled.cells:
-        if cell.get("id") in answers:
-            cell.source = answers[cell.id]
-    assert sum(cell.get("id") in answers for cell in filled.cells) == len(answers)
-    filled_path = ROOT / "exercises" / f".filled{'-' + env if env else ''}-{path.name}"
-    try:
-        nbformat.write(filled, filled_path)
-        answered = _run(filled_path, env=env, python=python)
-    finally:
-        filled_path.unlink(missing_ok=True)
+    answered = answered_run(path, python, env)
     assert answered.returncode == 0, _explain(answered)
+
+
+def by_solution(env: str = "") -> list:
+    """``SOLUTIONS`` as parameters in one xdist group per solution and environment (see ``answered_run``)."""
+    return [pytest.param(p, marks=pytest.mark.xdist_group(f"answered {p.name} {env}".strip())) for p in SOLUTIONS]
 
 
 @pytest.mark.parametrize("path", LESSONS, ids=lambda p: p.name)
@@ -98,11 +117,11 @@ def test_lesson_runs_under_nbval(path: Path):
     check_lesson(path)
 
 
-@pytest.mark.parametrize("path", SOLUTIONS, ids=lambda p: p.name)
+@pytest.mark.parametrize("path", by_solution(), ids=lambda p: p.name)
 def test_solution_passes_its_checks(path: Path):
     check_solution(path)
 
 
-@pytest.mark.parametrize("path", SOLUTIONS, ids=lambda p: p.name)
+@pytest.mark.parametrize("path", by_solution(), ids=lambda p: p.name)
 def test_exercise_fails_exactly_at_checks_and_passes_with_answers(path: Path):
     check_exercise(path)
