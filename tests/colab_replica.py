@@ -19,7 +19,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from throwaway import CACHE, find_python, isolated_venv
+from throwaway import CACHE, find_python, isolated_venv, pip_target
 
 ROOT = Path(__file__).resolve().parents[1]
 REQUIREMENTS = ROOT / "colab" / "requirements.txt"
@@ -45,6 +45,18 @@ def pins() -> dict[str, str]:
             name, _, version = line.partition("==")
             pinned[name.strip().lower().replace("_", "-")] = version.strip()
     return pinned
+
+
+COLAB_IPYWIDGETS = ["ipywidgets==7.7.1", "ipython_genutils==0.2.0"]  # 7.x imports ipython_genutils; 8.x does not
+
+
+def ipywidgets_target() -> Path:
+    """A folder holding only Colab's ipywidgets (tests/test_colab.py puts it first on a kernel's ``PYTHONPATH``).
+
+    Two small wheels from PyPI, a second or two, except while ``build()`` downloads its 6 GB over the same link: then
+    pip waited 300 s or more for them (3 of 5 fresh-clone runs, 2026-12-02). conftest.py therefore makes this folder
+    before the replica, in the same background thread."""
+    return pip_target("ipywidgets-7.7.1", COLAB_IPYWIDGETS)
 
 
 def build() -> Path:

@@ -17,15 +17,16 @@ import json
 import os
 import subprocess
 import sys
+import time
 import types
 from datetime import datetime, timezone
 from pathlib import Path
 
 import nbformat
 import pytest
+from colab_replica import ipywidgets_target
 from conftest import ROOT, record_measurement
 from packaging.requirements import Requirement
-from throwaway import pip_target
 
 from gradacc.course.badges import read_repository
 
@@ -124,7 +125,6 @@ def test_setup_cell_check_fails_a_cell_that_installs_everywhere(shell):
     assert calls == [[sys.executable, "-m", "pip", "install", "gradacc"]]
 
 
-COLAB_IPYWIDGETS = ["ipywidgets==7.7.1", "ipython_genutils==0.2.0"]  # 7.x imports ipython_genutils; 8.x does not
 BUILD = """
 import json
 from gradacc.memory import StepConfig, predict_step, profile_config
@@ -182,13 +182,17 @@ def test_memory_explorer_on_colabs_ipywidgets(monkeypatch):
     from nbclient import NotebookClient
     from nbformat.v4 import new_code_cell, new_notebook
 
-    target = pip_target("ipywidgets-7.7.1", COLAB_IPYWIDGETS)
+    made = time.perf_counter()
+    target = ipywidgets_target()
+    made = time.perf_counter() - made
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(target), *filter(None, [os.environ.get("PYTHONPATH")])]))
     nb = new_notebook(cells=[new_code_cell(BUILD), new_code_cell(MOVE), new_code_cell(REPORT)])
     # nbclient plays the front end here: it keeps Output widgets' outputs and syncs them back to the kernel
     started = datetime.now(timezone.utc)
     NotebookClient(nb, kernel_name="python3", timeout=300).execute()
-    record_measurement(f"Colab's ipywidgets explorer test: {_timing(nb, started)}")
+    record_measurement(
+        f"Colab's ipywidgets explorer test: its ipywidgets folder in {made:.1f} s; {_timing(nb, started)}"
+    )
     view = nb.cells[0].outputs[-1]["data"]
     assert view["application/vnd.jupyter.widget-view+json"]["version_major"] == 2  # ipywidgets 7's protocol
     report = json.loads("".join(o["text"] for o in nb.cells[2].outputs if o.get("name") == "stdout"))

@@ -65,6 +65,10 @@ def pip_target(name: str, requirements: list[str]) -> Path:
                 "-q",
                 "--no-deps",
                 "--no-compile",
+                # a stalled connection to the index is dropped after 20 s and retried, not waited on for the
+                # environment's PIP_DEFAULT_TIMEOUT (180 s) per try: one run waited 300 s, another past pytest's 600
+                "--timeout=20",
+                "--retries=10",
                 "--target",
                 str(tmp),
                 *requirements,
