@@ -53,9 +53,9 @@ COLAB_IPYWIDGETS = ["ipywidgets==7.7.1", "ipython_genutils==0.2.0"]  # 7.x impor
 def ipywidgets_target() -> Path:
     """A folder holding only Colab's ipywidgets (tests/test_colab.py puts it first on a kernel's ``PYTHONPATH``).
 
-    Two small wheels from PyPI, a second or two, except while ``build()`` downloads its 6 GB over the same link: then
-    pip waited 300 s or more for them (3 of 5 fresh-clone runs, 2026-12-02). conftest.py therefore makes this folder
-    before the replica, in the same background thread."""
+    Two small wheels from pypi.org, a second or two, but pip waited 300 s or more for them in 3 of 5 fresh-clone runs
+    (2026-12-02), once long after the replica was built: a stalled connection, hence ``pip_target``'s short timeout.
+    conftest.py also makes this folder first in the replica's background thread, before its 6 GB download."""
     return pip_target("ipywidgets-7.7.1", COLAB_IPYWIDGETS)
 
 

@@ -96,7 +96,7 @@ def _build_colab_replica_early() -> None:
     def build() -> None:
         start = time.perf_counter()
         try:
-            colab_replica.ipywidgets_target()  # two small downloads first: they stall behind the replica's 6 GB
+            colab_replica.ipywidgets_target()  # two small downloads, before the replica's 6 GB
             venv = colab_replica.build()
         except Exception as error:  # the fixture retries and fails with the message
             record_measurement(f"Colab replica: the early build failed ({type(error).__name__}); the tests retry it")

@@ -132,6 +132,16 @@ def _short_reason(reason: str, line: str | None) -> str:
     return f"{head} at: {code}" if code else head
 
 
+def _recording_backend(graphs: list) -> Callable[..., Any]:
+    """A ``torch.compile`` backend that appends each graph it is given to ``graphs`` and runs it as captured."""
+
+    def record(gm: torch.fx.GraphModule, example_inputs: list[torch.Tensor]) -> Callable[..., Any]:
+        graphs.append(gm)
+        return gm.forward
+
+    return record
+
+
 def count_graph_breaks(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> GraphBreakReport:
     """Call ``fn(*args, **kwargs)`` once under ``torch.compile`` and count its graphs and graph breaks.
 
@@ -156,10 +166,7 @@ def count_graph_breaks(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Gra
     import torch._dynamo.utils as dynamo_utils
 
     graphs: list[torch.fx.GraphModule] = []
-
-    def record(gm: torch.fx.GraphModule, example_inputs: list[torch.Tensor]) -> Callable[..., Any]:
-        graphs.append(gm)
-        return gm.forward
+    record = _recording_backend(graphs)
 
     torch._dynamo.reset()
     before = Counter(dynamo_utils.counters["graph_break"])
@@ -203,11 +210,8 @@ def count_recompiles(fn: Callable[..., Any], drive: Callable[[Callable[..., Any]
     if not callable(fn) or not callable(drive):
         raise TypeError(f"fn and drive must be callables, got {type(fn).__name__} and {type(drive).__name__}")
     graphs: list[torch.fx.GraphModule] = []
+    record = _recording_backend(graphs)
     gave_up: list[str] = []
-
-    def record(gm: torch.fx.GraphModule, example_inputs: list[torch.Tensor]) -> Callable[..., Any]:
-        graphs.append(gm)
-        return gm.forward
 
     def keep(entry: logging.LogRecord) -> bool:
         message = entry.getMessage()
