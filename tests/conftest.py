@@ -118,6 +118,48 @@ def pytest_configure(config) -> None:
         _build_colab_replica_early()
 
 
+_STACKS = ROOT / "test-artifacts" / "stacks"
+
+
+def _stacks_file(worker: str) -> Path:
+    return _STACKS / f"{worker}.txt"
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """In a pytest-xdist worker: 15 s before pytest-timeout's limit ends the worker (``os._exit``, its own stack dump
+    lost with the worker's captured output), every thread's Python stack is written to
+    ``test-artifacts/stacks/<worker>.txt``; the controlling process puts it in the crashed test's report
+    (``pytest_handlecrashitem``), so a hang in CI says where it hung."""
+    import faulthandler
+
+    worker = getattr(item.config, "workerinput", {}).get("workerid")
+    timeout = item.config.getini("timeout")
+    marker = item.get_closest_marker("timeout")
+    seconds = float(marker.args[0]) if marker and marker.args else float(timeout or 0)
+    if worker is None or seconds <= 30:
+        yield
+        return
+    _STACKS.mkdir(parents=True, exist_ok=True)
+    with open(_stacks_file(worker), "w", encoding="utf-8") as f:
+        f.write(f"{item.nodeid}: every thread's stack after {seconds - 15:.0f} s\n")
+        f.flush()
+        faulthandler.dump_traceback_later(seconds - 15, exit=False, file=f)
+        try:
+            yield
+        finally:
+            faulthandler.cancel_dump_traceback_later()
+    _stacks_file(worker).unlink(missing_ok=True)
+
+
+def pytest_handlecrashitem(crashitem, report, sched) -> None:
+    """A worker died inside ``crashitem``: add the stacks it wrote before pytest-timeout ended it, if any."""
+    for path in sorted(_STACKS.glob("*.txt")) if _STACKS.exists() else []:
+        text = path.read_text(encoding="utf-8", errors="replace")
+        if text.startswith(f"{crashitem}:") and "\n" in text.strip():
+            report.longrepr = f"{report.longrepr}\n\n{text}"
+
+
 _DURATIONS: dict[str, float] = {}
 
 
