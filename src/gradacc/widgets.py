@@ -520,6 +520,15 @@ class MemoryExplorer:
             pass  # already shown in self.status
 
     def _ipython_display_(self) -> None:
+        """Display the widget. On ipywidgets 8 the display also carries the figure as it opens (``image/png``):
+        JupyterLab shows the live widget (its renderer outranks images), while a page without a kernel (GitHub, the
+        course's website) shows the figure instead of an empty widget. Colab's ipywidgets 7.7 displays as before."""
+        import base64
+
         from IPython.display import display
 
-        display(self.widget)
+        bundle = self.widget._repr_mimebundle_() if hasattr(self.widget, "_repr_mimebundle_") else None
+        if not bundle or not self.png:
+            display(self.widget)
+            return
+        display({**bundle, "image/png": base64.b64encode(self.png).decode("ascii")}, raw=True)
