@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 # Python"). Another version stops here, before anything is installed. `make lab PYTHON=/path/to/python3.11` chooses.
 PYTHON ?= $(shell for p in python3.11 python3.13 python3.12 python3; do \
 	$$p -c 'import sys' >/dev/null 2>&1 && { command -v $$p; break; }; done)
-INSTALL_GOALS := install lab test test-load exercises badges bench bench-reference lint
+INSTALL_GOALS := install lab test test-load exercises badges bench bench-reference lint site
 ifneq ($(filter $(INSTALL_GOALS),$(or $(MAKECMDGOALS),install)),)
 ifeq ($(wildcard $(BIN)/python),)
 PYTHON_VERSION := $(if $(PYTHON),$(shell $(PYTHON) -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null))
@@ -38,7 +38,7 @@ ifneq ($(filter-out cpu,$(TORCH)),)
 $(error TORCH=$(TORCH) is not supported: use TORCH=cpu for the CPU build of torch, or leave TORCH unset)
 endif
 
-.PHONY: install lab test test-load exercises badges bench lint clean
+.PHONY: install lab test test-load exercises badges bench lint site clean
 
 install: $(STAMP)
 
@@ -79,5 +79,9 @@ bench-reference: $(STAMP)  # the run lesson 03 shows; tests/test_bench.py re-mea
 lint: $(STAMP)
 	$(BIN)/ruff check .
 
+# the course's website into build/site/ with Jupyter Book 1, offline, from the stored outputs (docs/maintainers.md)
+site: $(STAMP)
+	$(BIN)/gradacc site
+
 clean:
-	rm -rf $(VENV) .pytest_cache build/test-cache test-artifacts
+	rm -rf $(VENV) .pytest_cache build/test-cache build/site build/site-src build/site-npm test-artifacts

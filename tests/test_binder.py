@@ -25,7 +25,8 @@ from throwaway import isolated_venv, overlay_venv
 BINDER = ROOT / "binder"
 REPO2DOCKER = "jupyter-repo2docker==2026.4.0"
 CPU_INDEX = "https://download.pytorch.org/whl/cpu"
-BROWSER_ONLY = {"playwright"}  # pinned in requirements.txt for tests/test_browser.py; Binder does not need it
+# pinned in requirements.txt for the tests (tests/test_browser.py, tests/test_site.py) and `make site`; Binder needs neither
+NOT_ON_BINDER = {"playwright", "jupyter-book"}
 
 
 def _requirements(path) -> tuple[dict[str, str], list[str]]:
@@ -49,7 +50,7 @@ def test_binder_installs_the_pinned_requirements_with_the_cpu_torch():
     root, _ = _requirements(ROOT / "requirements.txt")
     assert options == [f"--extra-index-url {CPU_INDEX}"]
     assert binder.pop("torch") == root.pop("torch") + "+cpu"  # the CPU wheel, not PyPI's CUDA build
-    assert binder == {name: v for name, v in root.items() if name not in BROWSER_ONLY}
+    assert binder == {name: v for name, v in root.items() if name not in NOT_ON_BINDER}
     assert (BINDER / "runtime.txt").read_text().strip() == "python-3.11"  # the Python of `make lab` and CI
     # repo2docker reads binder/ only; an environment.yml there would make it ignore requirements.txt
     assert not (BINDER / "environment.yml").exists()

@@ -11,6 +11,7 @@ import sys
 SUBCOMMANDS: tuple[str, ...] = (
     "gradacc.course.cli",
     "gradacc.course.badges",
+    "gradacc.course.site",
     "gradacc.grading.cli",
     "gradacc.grading.export",
     "gradacc.grading.classroom",
