@@ -60,7 +60,24 @@ REDRAW_GOAL_MS = 200  # the memory explorer's goal (issue 3); reported, never as
 
 
 def ensure_chromium() -> Path:
-    """The chromium binary, installed from Debian with apt-get if needed. Fails (never skips) when it cannot be."""
+    """The chromium binary, installed from Debian with apt-get if needed. Fails (never skips) when it cannot be.
+
+    Two xdist workers (this file and tests/test_site.py) may need it at once: the install runs under a file lock, so
+    the second waits for the first instead of failing on dpkg's lock."""
+    import fcntl
+    import tempfile
+
+    with open(Path(tempfile.gettempdir()) / "gradacc-chromium-install.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        _install_chromium()
+    # /usr/bin/chromium is Debian's wrapper script; Playwright launches the binary itself
+    for candidate in (Path("/usr/lib/chromium/chromium"), Path("/usr/bin/chromium")):
+        if candidate.exists():
+            return candidate
+    pytest.fail("apt-get installed chromium but neither /usr/lib/chromium/chromium nor /usr/bin/chromium exists")
+
+
+def _install_chromium() -> None:
     if not Path("/usr/bin/chromium").exists():
         if shutil.which("apt-get") is None:
             pytest.fail("chromium is not installed and there is no apt-get to install it: install Debian's chromium")
@@ -76,11 +93,6 @@ def ensure_chromium() -> Path:
                     f"could not install chromium: `{' '.join(sudo + command)}` exited {proc.returncode}\n"
                     f"{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}"
                 )
-    # /usr/bin/chromium is Debian's wrapper script; Playwright launches the binary itself
-    for candidate in (Path("/usr/lib/chromium/chromium"), Path("/usr/bin/chromium")):
-        if candidate.exists():
-            return candidate
-    pytest.fail("apt-get installed chromium but neither /usr/lib/chromium/chromium nor /usr/bin/chromium exists")
 
 
 def _free_port() -> int:

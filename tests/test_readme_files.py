@@ -1,21 +1,28 @@
-"""The README's file lists match the tree (issue 13: it once said hidden/ shipped checks for 01, 02 and 06 only)."""
+"""The README's and the website pages' file lists match the tree (issue 13: the README once said hidden/ shipped checks
+for 01, 02 and 06 only). The instructor's guide, troubleshooting and maintainer notes moved from the README to docs/
+(issue 35): the website's pages, which read on GitHub too."""
 
 from __future__ import annotations
 
+import os
 import re
 
 from conftest import ROOT
 
 README = (ROOT / "README.md").read_text(encoding="utf-8")
+DOCS = {p: p.read_text(encoding="utf-8") for p in sorted((ROOT / "docs").rglob("*.md"))}
 IGNORED = {line.strip().rstrip("/") for line in (ROOT / ".gitignore").read_text().splitlines() if line.strip()}
 
 
-def test_every_linked_or_quoted_path_exists():
-    """Links, and backquoted paths (a trailing slash or a file extension), name files of the repository; patterns
-    (``NN_topic``), the package's subfolders (``course/``: src/gradacc/course) and gitignored outputs (and what is under
-    them: ``build/test-cache/`` exists only once a test made it) are allowed."""
-    links = [p for p in re.findall(r"\]\(([^)#\s]+)\)", README) if not p.startswith(("http", "../"))]
-    quoted = [p for p in re.findall(r"`([\w./-]+/[\w.-]*)`", README) if p.endswith("/") or "." in p.split("/")[-1]]
+def _missing_paths(text: str, folder: str) -> tuple[list[str], list[str]]:
+    """The relative links of a page in ``folder`` (repository-relative) and the backquoted paths it names (relative to
+    the repository's root) that do not exist; returns ``(links, missing)``."""
+    links = [
+        os.path.normpath(os.path.join(folder, p))
+        for p in re.findall(r"\]\(([^)#\s]+)\)", text)
+        if not p.startswith(("http", "mailto:"))
+    ]
+    quoted = [p for p in re.findall(r"`([\w./-]+/[\w.-]*)`", text) if p.endswith("/") or "." in p.split("/")[-1]]
     missing = sorted(
         path
         for path in {*links, *quoted}
@@ -24,8 +31,21 @@ def test_every_linked_or_quoted_path_exists():
         and not (ROOT / "src" / "gradacc" / path).exists()
         and not any("/".join(path.rstrip("/").split("/")[: k + 1]) in IGNORED for k in range(path.count("/") + 1))
     )
+    return links, missing
+
+
+def test_every_linked_or_quoted_path_exists():
+    """Links, and backquoted paths (a trailing slash or a file extension), name files of the repository, in the README
+    and in every page of docs/; patterns (``NN_topic``), the
+    package's subfolders (``course/``: src/gradacc/course) and gitignored outputs (and what is under them:
+    ``build/test-cache/`` exists only once a test made it) are allowed."""
+    links, missing = _missing_paths(README, ".")
     assert missing == [], f"the README names paths that do not exist: {missing}"
     assert len(links) >= 9, links
+    for path, text in DOCS.items():
+        folder = path.parent.relative_to(ROOT).as_posix()
+        _, missing = _missing_paths(text, folder)
+        assert missing == [], f"{path.relative_to(ROOT)} names paths that do not exist: {missing}"
 
 
 def test_lesson_table_and_hidden_checks_list_match_the_folders():
@@ -33,7 +53,8 @@ def test_lesson_table_and_hidden_checks_list_match_the_folders():
     assert sorted(set(re.findall(r"\]\(lessons/([\w.-]+\.ipynb)\)", README))) == lessons
     hidden = sorted(p.stem for p in (ROOT / "hidden").glob("*.py"))
     assert hidden == sorted(p.stem for p in (ROOT / "solutions").glob("*.ipynb")), "one hidden file per exercise"
-    sentence = re.search(r"hidden checks for every exercise \(`hidden/(\w+)\.py` to `hidden/(\w+)\.py`\)", README)
+    guide = (ROOT / "docs" / "instructors" / "hidden-checks.md").read_text(encoding="utf-8")
+    sentence = re.search(r"hidden checks for every exercise \(`hidden/(\w+)\.py` to `hidden/(\w+)\.py`\)", guide)
     assert sentence and (sentence.group(1), sentence.group(2)) == (hidden[0], hidden[-1]), sentence
 
 

@@ -146,9 +146,9 @@ def glossary_page(root: Path) -> str:
     """The glossary page: lesson 01's "Words used in this course" as a Sphinx glossary (each term with an anchor and
     a search entry), linking back to the lesson."""
     lesson = root / "lessons" / "01_theory.ipynb"
-    source = next(
-        c.source for c in nbformat.read(lesson, as_version=4).cells if GLOSSARY_HEADING in c.source
-    ).split(GLOSSARY_HEADING, 1)[1]
+    source = next(c.source for c in nbformat.read(lesson, as_version=4).cells if GLOSSARY_HEADING in c.source).split(
+        GLOSSARY_HEADING, 1
+    )[1]
     items = re.findall(r"^- (.+?)(?=^- |^#|\Z)", source.split("\n## ", 1)[0], re.M | re.S)
     entries = []
     for item in items:
@@ -158,9 +158,7 @@ def glossary_page(root: Path) -> str:
         entries.append(f"{terms[0]}\n  {' '.join(item.split())}\n")
     return (
         "# Glossary\n\nThe words the lessons use, as [lesson 01](../lessons/01_theory.ipynb#words-used-in-this-course) "
-        "defines them (every term is defined before its first use).\n\n```{glossary}\n"
-        + "\n".join(entries)
-        + "```\n"
+        "defines them (every term is defined before its first use).\n\n```{glossary}\n" + "\n".join(entries) + "```\n"
     )
 
 
@@ -169,7 +167,9 @@ def _mathjax(root: Path, static: Path) -> None:
     extensions it loads on demand, the CHTML fonts, the menu and accessibility components."""
     npm = shutil.which("npm")
     if npm is None:
-        raise RuntimeError("npm is needed for MathJax (the site serves it itself): install Node.js (apt-get install npm)")
+        raise RuntimeError(
+            "npm is needed for MathJax (the site serves it itself): install Node.js (apt-get install npm)"
+        )
     npm_dir = root / "build" / "site-npm"
     lock = (root / "docs" / "package-lock.json").read_bytes()
     done = npm_dir / "node_modules" / ".gradacc-installed-lock.json"  # written once `npm ci` of this lock succeeded

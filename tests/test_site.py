@@ -1,0 +1,242 @@
+"""The course's website (issue 35): ``gradacc site`` (``make site``) builds it from the stored outputs with Jupyter Book 1,
+and a real browser reads every page.
+
+Built once per session (a module fixture, into a temporary folder; CI's run is a fresh clone). Then Debian's chromium
+(``test_browser.ensure_chromium``) driven by Playwright opens every HTML page from a local HTTP server, with every
+request that is not to that server blocked and recorded: the site must need no CDN when viewed. Each page must render
+(a title and its text), every image must load (figures at their real size: an output image is never scaled), every
+math node must be typeset by the site's own MathJax, every internal link (and its #anchor) must resolve, and each
+notebook page's Colab and Binder buttons and download link must point at that page's notebook. Sphinx's search must
+find "micro-batch" on lesson 01's page. A screenshot of lesson 03's page (and of the memory explorer's figure) goes to
+test-artifacts/.
+"""
+
+from __future__ import annotations
+
+import functools
+import html
+import http.server
+import re
+import threading
+import time
+from pathlib import Path
+from urllib.parse import unquote, urlparse
+
+import nbformat
+import pytest
+from conftest import ROOT, record_measurement
+from test_browser import ARTIFACTS, CHROMIUM_ARGS, ensure_chromium
+
+from gradacc.course.badges import read_repository
+from gradacc.course.notebooks import BEGIN, END
+from gradacc.course.site import build_site
+
+pytestmark = [pytest.mark.browser, pytest.mark.xdist_group("site")]
+
+NOTEBOOKS = [
+    p.relative_to(ROOT).as_posix() for f in ("lessons", "exercises") for p in sorted((ROOT / f).glob("*.ipynb"))
+]
+REPO = read_repository(ROOT / "pyproject.toml")
+
+_PAGE = """async () => {
+  if (window.MathJax && MathJax.startup) await MathJax.startup.promise;
+  const main = document.querySelector("main") || document.body;
+  return {
+    title: document.title,
+    text: main.innerText.length,
+    images: [...document.querySelectorAll("main img")].map(i => ({
+      src: i.getAttribute("src"), natural: i.naturalWidth, shown: i.width, complete: i.complete,
+      output: !!i.closest(".cell_output")})),
+    links: [...document.querySelectorAll("a[href]")].map(a => a.href),
+    math: document.querySelectorAll("main .math").length,
+    typeset: document.querySelectorAll("main mjx-container").length,
+    mathErrors: document.querySelectorAll("main mjx-merror").length,
+    nav: [...document.querySelectorAll("nav.bd-docs-nav a.reference.internal")].map(a => a.getAttribute("href")),
+  };
+}"""
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("site")
+    built = build_site(ROOT, tmp / "site", work=tmp)
+    files = [p for p in built.out.rglob("*") if p.is_file()]
+    size = sum(p.stat().st_size for p in files) / 2**20
+    record_measurement(
+        f"website: gradacc site built {len(built.pages)} pages in {built.seconds:.1f} s ({len(files)} files, "
+        f"{size:.1f} MiB)"
+    )
+    return built
+
+
+class _Quiet(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args) -> None:
+        pass
+
+
+@pytest.fixture(scope="module")
+def served(site) -> dict:
+    """What the browser saw: ``base`` (the server's URL), ``pages`` ({page path: ``_PAGE``'s dict}), ``search`` (the
+    result links for "micro-batch"), ``blocked`` (requests not to the server) and ``failed`` (responses >= 400). The
+    root's index.html only redirects to docs/index.html (tested on the file)."""
+    from playwright.sync_api import sync_playwright
+
+    chromium = ensure_chromium()
+    handler = functools.partial(_Quiet, directory=str(site.out))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    base = f"http://127.0.0.1:{server.server_address[1]}"
+    pages = sorted(
+        p.relative_to(site.out).as_posix()
+        for p in site.out.rglob("*.html")
+        if "_static" not in p.parts and p != site.out / "index.html"
+    )
+    seen, blocked, failed = {}, [], []
+    start = time.perf_counter()
+    try:
+        with sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=str(chromium), args=CHROMIUM_ARGS)
+            page = browser.new_page(viewport={"width": 1400, "height": 900})
+
+            def route(r) -> None:
+                if r.request.url.startswith(base):
+                    r.continue_()
+                else:
+                    blocked.append(r.request.url)
+                    r.abort()
+
+            page.route("**/*", route)
+            page.on("response", lambda r: failed.append(f"{r.status} {r.url}") if r.status >= 400 else None)
+            for path in pages:
+                page.goto(f"{base}/{path}", wait_until="load")
+                seen[path] = page.evaluate(_PAGE)
+            page.goto(f"{base}/search.html?q=micro-batch", wait_until="load")
+            page.wait_for_selector("ul.search li", timeout=30_000)
+            search = page.eval_on_selector_all("ul.search li a", "links => links.map(a => a.href)")
+            page.goto(f"{base}/lessons/03_memory.html", wait_until="load")
+            ARTIFACTS.mkdir(exist_ok=True)
+            page.screenshot(path=ARTIFACTS / "site-03_memory.png")
+            # the explorer's cell at the top of the window: its code, its figure and the note under it
+            note = page.locator(".admonition.note", has_text="run live")
+            note.locator("xpath=preceding-sibling::div[contains(@class, 'cell')][1]").evaluate(
+                "e => e.scrollIntoView()"
+            )
+            page.screenshot(path=ARTIFACTS / "site-03_memory-explorer.png")
+            browser.close()
+    finally:
+        server.shutdown()
+    record_measurement(f"website: chromium read {len(pages)} pages and searched in {time.perf_counter() - start:.1f} s")
+    return {"base": base, "pages": seen, "search": search, "blocked": blocked, "failed": failed}
+
+
+def test_the_build_publishes_every_notebook_and_warns_about_nothing(site):
+    assert "WARNING" not in site.log and "build succeeded" in site.log, site.log[-3000:]
+    for path in NOTEBOOKS:
+        assert (site.out / path).with_suffix(".html").is_file(), path
+        # the download button gives the committed notebook, byte for byte
+        assert (site.out / "_sources" / path).read_bytes() == (ROOT / path).read_bytes(), path
+    assert (site.out / "docs" / "instructors" / "grade.html").is_file()
+    assert 'url=docs/index.html"' in (site.out / "index.html").read_text()  # the root opens Start here
+
+
+def _text(path: Path) -> str:
+    """What a published file says: a notebook's cells and text outputs, an HTML page's text without tags, else the
+    file."""
+    if path.suffix == ".ipynb":
+        cells = nbformat.read(path, as_version=4).cells
+        outputs = [
+            o.get("text", "") + o.get("data", {}).get("text/plain", "") for c in cells for o in c.get("outputs", [])
+        ]
+        return "\n".join([c.source for c in cells] + outputs)
+    text = path.read_text(encoding="utf-8", errors="replace")
+    return html.unescape(re.sub(r"<[^>]+>", "", text)) if path.suffix == ".html" else text
+
+
+def test_no_solution_is_published(site):
+    """No file under solutions/ or hidden/, and no answer line of any solution (between the markers, 20 characters or
+    more, in no exercise and no lesson: lesson 02 writes the loop out too) in any page's text, source or the search
+    index."""
+    assert not [p for p in site.out.rglob("*") if {"solutions", "hidden"} & set(p.relative_to(site.out).parts)]
+    published = "\n".join(
+        _text(p)
+        for p in site.out.rglob("*")
+        if p.is_file() and p.suffix in {".html", ".ipynb", ".md", ".js", ".txt"} and "_static" not in p.parts
+    )
+    known = "\n".join(_text(p) for folder in ("lessons", "exercises") for p in (ROOT / folder).glob("*.ipynb"))
+    answers = 0
+    for path in sorted((ROOT / "solutions").glob("*.ipynb")):
+        for cell in nbformat.read(path, as_version=4).cells:
+            for block in re.findall(rf"{re.escape(BEGIN)}.*?\n(.*?){re.escape(END)}", cell.source, re.S):
+                for line in (s.strip() for s in block.splitlines()):
+                    if len(line) >= 20 and line not in known:
+                        answers += 1
+                        assert line not in published, f"{path.name}: an answer line is on the site: {line!r}"
+    assert answers > 50, answers  # the check looked at the solutions' answers
+
+
+def test_every_page_renders_with_its_figures_math_and_no_network(served):
+    seen = served["pages"]
+    assert served["blocked"] == [], f"pages asked for what is not on the site: {sorted(set(served['blocked']))[:10]}"
+    assert served["failed"] == [], served["failed"][:10]
+    for path, info in seen.items():
+        assert info["title"].strip() and (info["text"] > 200 or path in ("genindex.html", "search.html")), (path, info)
+        for image in info["images"]:
+            assert image["complete"] and image["natural"] > 0, (path, image["src"])
+            if image["output"]:  # a notebook's figure at its real size
+                assert image["shown"] == image["natural"], (path, image)
+        assert info["typeset"] >= info["math"] and info["mathErrors"] == 0, (path, info["math"], info["typeset"])
+    assert seen["lessons/01_theory.html"]["typeset"] > 10  # lesson 01 is mostly formulas
+    figures = sum(1 for info in seen.values() for i in info["images"] if i["output"])
+    assert figures >= 15, figures
+
+
+def test_every_internal_link_resolves(served, site):
+    base = served["base"]
+    ids: dict[Path, set[str]] = {}
+    broken = []
+    for path, info in [*served["pages"].items(), ("search.html?q=micro-batch", {"links": served["search"]})]:
+        for link in info["links"]:
+            if not link.startswith(base):
+                continue
+            url = urlparse(link)
+            target = site.out / unquote(url.path).lstrip("/")
+            if target.is_dir():
+                target = target / "index.html"
+            if not target.is_file():
+                broken.append(f"{path} -> {link}")
+                continue
+            if url.fragment and target.suffix == ".html":
+                if target not in ids:
+                    ids[target] = set(re.findall(r'\sid="([^"]+)"', target.read_text(encoding="utf-8")))
+                if unquote(url.fragment) not in ids[target]:
+                    broken.append(f"{path} -> {link} (no such anchor)")
+    assert broken == [], broken[:20]
+
+
+def test_notebook_pages_launch_and_download_their_own_notebook(served):
+    for path in NOTEBOOKS:
+        links = served["pages"][str(Path(path).with_suffix(".html"))]["links"]
+        assert f"https://colab.research.google.com/github/{REPO.owner}/{REPO.name}/blob/{REPO.branch}/{path}" in links
+        assert f"https://mybinder.org/v2/gh/{REPO.owner}/{REPO.name}/{REPO.branch}?urlpath=lab/tree/{path}" in links
+        assert f"{served['base']}/_sources/{path}" in links, path
+
+
+def test_contents_follow_the_lessons_folder_and_the_glossary_is_lesson_01s(served, site):
+    nav = [h.split("#")[0] for h in served["pages"]["docs/index.html"]["nav"]]
+    for folder in ("lessons", "exercises"):
+        listed = [h for h in nav if h.startswith(f"../{folder}/")]
+        assert listed == [f"../{p}".replace(".ipynb", ".html") for p in NOTEBOOKS if p.startswith(folder)], listed
+    glossary = (site.out / "docs" / "glossary.html").read_text(encoding="utf-8")
+    terms = re.findall(r'<dt id="term-([^"]+)"', glossary)
+    assert "micro-batch" in terms and "effective-batch-size" in terms and len(terms) == 7, terms
+
+
+def test_search_finds_micro_batch_on_lesson_01(served):
+    assert any(urlparse(link).path.endswith("/lessons/01_theory.html") for link in served["search"]), served["search"]
+
+
+def test_the_memory_explorer_shows_its_figure_and_where_it_runs_live(served):
+    outputs = [i for i in served["pages"]["lessons/03_memory.html"]["images"] if i["output"]]
+    assert len(outputs) == 6 and all(i["natural"] > 500 for i in outputs), outputs  # 5 plots and the explorer
+    shot = ARTIFACTS / "site-03_memory-explorer.png"
+    assert shot.stat().st_size > 10_000 and (ARTIFACTS / "site-03_memory.png").stat().st_size > 10_000
