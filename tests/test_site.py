@@ -31,7 +31,7 @@ from gradacc.course.badges import read_repository
 from gradacc.course.notebooks import BEGIN, END
 from gradacc.course.site import build_site
 
-pytestmark = [pytest.mark.browser, pytest.mark.xdist_group("site")]
+pytestmark = pytest.mark.xdist_group("site")  # one worker builds the site once for every test of this file
 
 NOTEBOOKS = [
     p.relative_to(ROOT).as_posix() for f in ("lessons", "exercises") for p in sorted((ROOT / f).glob("*.ipynb"))
@@ -129,6 +129,7 @@ def served(site) -> dict:
     return {"base": base, "pages": seen, "search": search, "blocked": blocked, "failed": failed}
 
 
+@pytest.mark.slow
 def test_the_build_publishes_every_notebook_and_warns_about_nothing(site):
     assert "WARNING" not in site.log and "build succeeded" in site.log, site.log[-3000:]
     for path in NOTEBOOKS:
@@ -152,6 +153,7 @@ def _text(path: Path) -> str:
     return html.unescape(re.sub(r"<[^>]+>", "", text)) if path.suffix == ".html" else text
 
 
+@pytest.mark.slow
 def test_no_solution_is_published(site):
     """No file under solutions/ or hidden/, and no answer line of any solution (between the markers, 20 characters or
     more, in no exercise and no lesson: lesson 02 writes the loop out too) in any page's text, source or the search
@@ -174,6 +176,7 @@ def test_no_solution_is_published(site):
     assert answers > 50, answers  # the check looked at the solutions' answers
 
 
+@pytest.mark.browser
 def test_every_page_renders_with_its_figures_math_and_no_network(served):
     seen = served["pages"]
     assert served["blocked"] == [], f"pages asked for what is not on the site: {sorted(set(served['blocked']))[:10]}"
@@ -190,6 +193,7 @@ def test_every_page_renders_with_its_figures_math_and_no_network(served):
     assert figures >= 15, figures
 
 
+@pytest.mark.browser
 def test_every_internal_link_resolves(served, site):
     base = served["base"]
     ids: dict[Path, set[str]] = {}
@@ -213,6 +217,7 @@ def test_every_internal_link_resolves(served, site):
     assert broken == [], broken[:20]
 
 
+@pytest.mark.browser
 def test_notebook_pages_launch_and_download_their_own_notebook(served):
     for path in NOTEBOOKS:
         links = served["pages"][str(Path(path).with_suffix(".html"))]["links"]
@@ -221,6 +226,7 @@ def test_notebook_pages_launch_and_download_their_own_notebook(served):
         assert f"{served['base']}/_sources/{path}" in links, path
 
 
+@pytest.mark.browser
 def test_contents_follow_the_lessons_folder_and_the_glossary_is_lesson_01s(served, site):
     nav = [h.split("#")[0] for h in served["pages"]["docs/index.html"]["nav"]]
     for folder in ("lessons", "exercises"):
@@ -231,12 +237,27 @@ def test_contents_follow_the_lessons_folder_and_the_glossary_is_lesson_01s(serve
     assert "micro-batch" in terms and "effective-batch-size" in terms and len(terms) == 7, terms
 
 
+@pytest.mark.browser
 def test_search_finds_micro_batch_on_lesson_01(served):
     assert any(urlparse(link).path.endswith("/lessons/01_theory.html") for link in served["search"]), served["search"]
 
 
+@pytest.mark.browser
 def test_the_memory_explorer_shows_its_figure_and_where_it_runs_live(served):
     outputs = [i for i in served["pages"]["lessons/03_memory.html"]["images"] if i["output"]]
     assert len(outputs) == 6 and all(i["natural"] > 500 for i in outputs), outputs  # 5 plots and the explorer
     shot = ARTIFACTS / "site-03_memory-explorer.png"
     assert shot.stat().st_size > 10_000 and (ARTIFACTS / "site-03_memory.png").stat().st_size > 10_000
+
+
+def test_github_pages_publishes_make_site_from_main():
+    """.github/workflows/site.yml builds with the README's command and publishes its output folder, on pushes to main."""
+    import yaml
+
+    workflow = yaml.safe_load((ROOT / ".github" / "workflows" / "site.yml").read_text())
+    assert workflow[True]["push"]["branches"] == ["main"]  # YAML 1.1 reads the key `on` as True
+    steps = workflow["jobs"]["build"]["steps"]
+    assert any(s.get("run", "").startswith("make site") for s in steps)
+    assert {"uses": "actions/upload-pages-artifact@v3", "with": {"path": "build/site"}} in steps
+    assert workflow["jobs"]["deploy"]["steps"][0]["uses"] == "actions/deploy-pages@v4"
+    assert "site:" in (ROOT / "Makefile").read_text()
