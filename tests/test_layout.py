@@ -1,4 +1,4 @@
-"""The package's three rooms and their import rules (README, "For maintainers"; ``gradacc/__init__.py``).
+"""The package's three rooms and their import rules (docs/maintainers.md; ``gradacc/__init__.py``).
 
 Every import in ``src/gradacc`` (module level and inside functions, absolute and relative) is read with ``ast``:
 

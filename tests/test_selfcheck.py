@@ -1,4 +1,4 @@
-"""A learner's self-check (`pytest --nbval exercises/NN_topic.ipynb`, README "Checking an exercise") judges the code,
+"""A learner's self-check (`pytest --nbval exercises/NN_topic.ipynb`, docs/index.md "Checking an exercise") judges the code,
 never the outputs a learner's SAVED notebook holds: a wrong check raises ``CheckFailed`` when nbval runs it (issue
 13), and a right answer passes although the saved file still holds a wrong run's check output (issue 30), as the
 grader judges it."""

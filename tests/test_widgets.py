@@ -48,6 +48,24 @@ def test_controls_the_browser_test_relies_on(explorer):
     assert explorer.png.startswith(b"\x89PNG")
 
 
+def test_the_display_carries_the_widget_and_its_opening_figure(explorer, monkeypatch):
+    """ipywidgets 8: one display message with the widget view (JupyterLab renders it) and the figure as a PNG (what
+    GitHub and the course's website show: issue 35); without ``_repr_mimebundle_`` (Colab's 7.7) the widget alone."""
+    import base64
+
+    import IPython.display
+
+    shown = []
+    monkeypatch.setattr(IPython.display, "display", lambda obj, **kw: shown.append((obj, kw)))
+    explorer._ipython_display_()
+    ((bundle, options),) = shown
+    assert options == {"raw": True} and base64.b64decode(bundle["image/png"]) == explorer.png
+    assert bundle["application/vnd.jupyter.widget-view+json"]["model_id"] == explorer.widget.model_id
+    monkeypatch.setattr(type(explorer.widget), "_repr_mimebundle_", None)
+    explorer._ipython_display_()
+    assert shown[1] == (explorer.widget, {"raw": False})
+
+
 def test_slider_move_redraws_from_the_cache_and_changes_sentence_and_figure(explorer):
     state = explorer.state()
     assert state["accum_steps"] == 8 and state["source"] == "measured on fake tensors"

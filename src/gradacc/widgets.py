@@ -10,6 +10,7 @@ the learner presses **Measure**, behind a progress bar. See ``MemoryExplorer``.
 
 from __future__ import annotations
 
+import base64
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -520,15 +521,10 @@ class MemoryExplorer:
             pass  # already shown in self.status
 
     def _ipython_display_(self) -> None:
-        """Display the widget. On ipywidgets 8 the display also carries the figure as it opens (``image/png``):
-        JupyterLab shows the live widget (its renderer outranks images), while a page without a kernel (GitHub, the
-        course's website) shows the figure instead of an empty widget. Colab's ipywidgets 7.7 displays as before."""
-        import base64
-
+        """The widget; on ipywidgets 8 with its opening figure as ``image/png`` too, which a page without a kernel
+        (GitHub, the course's website) shows, while JupyterLab's widget renderer outranks it (Colab's 7.7: the widget)."""
         from IPython.display import display
 
-        bundle = self.widget._repr_mimebundle_() if hasattr(self.widget, "_repr_mimebundle_") else None
-        if not bundle or not self.png:
-            display(self.widget)
-            return
-        display({**bundle, "image/png": base64.b64encode(self.png).decode("ascii")}, raw=True)
+        bundle = (getattr(self.widget, "_repr_mimebundle_", None) or (lambda: None))()
+        png = {"image/png": base64.b64encode(self.png).decode("ascii")} if bundle and self.png else None
+        display({**bundle, **png} if png else self.widget, raw=bool(png))

@@ -373,7 +373,7 @@ def _grade_jobs(rows, jobs, selected, refs, seed, settings, progress, log, sink,
         if not selected[name].hidden:
             log(
                 f"warning: {name} has no hidden checks: a student's code that tampers with the kernel could forge its "
-                "visible checks (see the README's instructor's guide)"
+                "visible checks (see docs/instructors/hidden-checks.md)"
             )
         else:
             lacking = [c["check"] for c in selected[name].checks if str(c["check"]) not in selected[name].hidden]
