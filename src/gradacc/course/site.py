@@ -23,7 +23,7 @@ one thing it loads from a CDN by default, MathJax, comes from npm (``docs/packag
 from __future__ import annotations
 
 import argparse
-import json
+import copy
 import os
 import re
 import shutil
@@ -103,7 +103,7 @@ def site_notebook(nb: nbformat.NotebookNode, folder: str) -> nbformat.NotebookNo
     * in ``exercises/``, the check cells' stored ``Exercise X.Y: correct`` lines are left out (they are what nbval
       compares a learner's run with, not a result of the empty answer above them).
     """
-    nb = nbformat.from_dict(json.loads(json.dumps(nb)))
+    nb = copy.deepcopy(nb)
     nb.cells = [c for c in nb.cells if c.get("id") != BADGES_ID]
     cells = []
     for cell in nb.cells:
@@ -146,10 +146,9 @@ def glossary_page(root: Path) -> str:
     """The glossary page: lesson 01's "Words used in this course" as a Sphinx glossary (each term with an anchor and
     a search entry), linking back to the lesson."""
     lesson = root / "lessons" / "01_theory.ipynb"
-    source = next(c.source for c in nbformat.read(lesson, as_version=4).cells if GLOSSARY_HEADING in c.source).split(
-        GLOSSARY_HEADING, 1
-    )[1]
-    items = re.findall(r"^- (.+?)(?=^- |^#|\Z)", source.split("\n## ", 1)[0], re.M | re.S)
+    cell = next(c.source for c in nbformat.read(lesson, as_version=4).cells if GLOSSARY_HEADING in c.source)
+    section = cell.split(GLOSSARY_HEADING, 1)[1].split("\n## ", 1)[0]
+    items = re.findall(r"^- (.+?)(?=^- |\Z)", section, re.M | re.S)
     entries = []
     for item in items:
         terms = re.findall(r"\*\*(.+?)\*\*", item)
@@ -163,8 +162,9 @@ def glossary_page(root: Path) -> str:
 
 
 def _mathjax(root: Path, static: Path) -> None:
-    """MathJax 3 from npm (``docs/package.json``, ``npm ci`` in ``build/site-npm``) into ``static/mathjax``: the combined TeX component, the
-    extensions it loads on demand, the CHTML fonts, the menu and accessibility components."""
+    """MathJax 3 from npm (``docs/package.json``; ``npm ci`` in ``build/site-npm``, once per lock file) into
+    ``static/mathjax``: the combined TeX component, the extensions it loads on demand, the CHTML fonts, the menu and
+    accessibility components."""
     npm = shutil.which("npm")
     if npm is None:
         raise RuntimeError(
@@ -227,7 +227,7 @@ def stage(root: Path, src: Path) -> list[str]:
                     cell.source = links(cell.source, page)
             target.write_text(_dump(nb), encoding="utf-8")
     (src / "docs" / "glossary.md").write_text(glossary_page(root), encoding="utf-8")
-    import yaml
+    import yaml  # pinned for the tests and the site (requirements.txt); not a dependency of the package
 
     config = yaml.safe_load((root / "docs" / "_config.yml").read_text(encoding="utf-8"))
     config["repository"] = {"url": repo.url, "branch": repo.branch, "path_to_book": ""}
