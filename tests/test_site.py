@@ -77,8 +77,9 @@ class _Quiet(http.server.SimpleHTTPRequestHandler):
 @pytest.fixture(scope="module")
 def served(site) -> dict:
     """What the browser saw: ``base`` (the server's URL), ``pages`` ({page path: ``_PAGE``'s dict}), ``search`` (the
-    result links for "micro-batch"), ``blocked`` (requests not to the server) and ``failed`` (responses >= 400). The
-    root's index.html only redirects to docs/index.html (tested on the file)."""
+    result links for "micro-batch"), ``explorer`` (lesson 03's explorer cell and the note under it), ``blocked``
+    (requests not to the server) and ``failed`` (responses >= 400). The root's index.html only redirects to
+    docs/index.html (tested on the file)."""
     from playwright.sync_api import sync_playwright
 
     chromium = ensure_chromium()
@@ -118,15 +119,19 @@ def served(site) -> dict:
             page.screenshot(path=ARTIFACTS / "site-03_memory.png")
             # the explorer's cell at the top of the window: its code, its figure and the note under it
             note = page.locator(".admonition.note", has_text="run live")
-            note.locator("xpath=preceding-sibling::div[contains(@class, 'cell')][1]").evaluate(
-                "e => e.scrollIntoView()"
-            )
+            cell = note.locator("xpath=preceding-sibling::div[contains(@class, 'cell')][1]")
+            cell.evaluate("e => e.scrollIntoView()")
             page.screenshot(path=ARTIFACTS / "site-03_memory-explorer.png")
+            explorer = {
+                "notes": note.count(),
+                "code": cell.locator(".cell_input").inner_text(),
+                "figure": cell.locator(".cell_output img").evaluate("i => i.naturalWidth"),
+            }
             browser.close()
     finally:
         server.shutdown()
     record_measurement(f"website: chromium read {len(pages)} pages and searched in {time.perf_counter() - start:.1f} s")
-    return {"base": base, "pages": seen, "search": search, "blocked": blocked, "failed": failed}
+    return {"base": base, "pages": seen, "search": search, "explorer": explorer, "blocked": blocked, "failed": failed}
 
 
 @pytest.mark.slow
@@ -246,6 +251,8 @@ def test_search_finds_micro_batch_on_lesson_01(served):
 def test_the_memory_explorer_shows_its_figure_and_where_it_runs_live(served):
     outputs = [i for i in served["pages"]["lessons/03_memory.html"]["images"] if i["output"]]
     assert len(outputs) == 6 and all(i["natural"] > 500 for i in outputs), outputs  # 5 plots and the explorer
+    explorer = served["explorer"]  # one note, right under the cell that builds the explorer, which shows its figure
+    assert explorer["notes"] == 1 and "MemoryExplorer(" in explorer["code"] and explorer["figure"] > 500, explorer
     shot = ARTIFACTS / "site-03_memory-explorer.png"
     assert shot.stat().st_size > 10_000 and (ARTIFACTS / "site-03_memory.png").stat().st_size > 10_000
 
