@@ -5,7 +5,8 @@ VENV := .venv
 BIN := $(VENV)/bin
 # The interpreter .venv is made from: the first of these that runs. The pins are tested on Python 3.11 (CI, Binder);
 # Colab's 3.13 runs the course in the Colab replica; on 3.12 and 3.13 every pin has a binary wheel (docs/index.md:
-# "Which Python"). Another version stops here, before anything is installed. `make lab PYTHON=/path/to/python3.11` chooses.
+# "Which Python"). Another version stops here, before anything is installed. `make lab PYTHON=/path/to/python3.11`
+# chooses.
 PYTHON ?= $(shell for p in python3.11 python3.13 python3.12 python3; do \
 	$$p -c 'import sys' >/dev/null 2>&1 && { command -v $$p; break; }; done)
 INSTALL_GOALS := install lab test test-load exercises badges bench bench-reference lint site
