@@ -1,5 +1,5 @@
-"""The course's website (issue 35): ``gradacc site`` (``make site``) builds it from the stored outputs with Jupyter Book 1,
-and a real browser reads every page.
+"""The course's website (issue 35): ``gradacc site`` (``make site``) builds it from the stored outputs with Jupyter
+Book 1, and a real browser reads every page.
 
 Built once per session (a module fixture, into a temporary folder; CI's run is a fresh clone). Then Debian's chromium
 (``test_browser.ensure_chromium``) driven by Playwright opens every HTML page from a local HTTP server, with every
@@ -258,7 +258,7 @@ def test_the_memory_explorer_shows_its_figure_and_where_it_runs_live(served):
 
 
 def test_github_pages_publishes_make_site_from_main():
-    """.github/workflows/site.yml builds with the README's command and publishes its output folder, on pushes to main."""
+    """.github/workflows/site.yml builds with `make site` and publishes its output folder, on pushes to main."""
     import yaml
 
     workflow = yaml.safe_load((ROOT / ".github" / "workflows" / "site.yml").read_text())
