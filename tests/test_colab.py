@@ -187,9 +187,11 @@ def test_memory_explorer_on_colabs_ipywidgets(monkeypatch):
     made = time.perf_counter() - made
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(target), *filter(None, [os.environ.get("PYTHONPATH")])]))
     nb = new_notebook(cells=[new_code_cell(BUILD), new_code_cell(MOVE), new_code_cell(REPORT)])
-    # nbclient plays the front end here: it keeps Output widgets' outputs and syncs them back to the kernel
+    # nbclient plays the front end here: it keeps Output widgets' outputs and syncs them back to the kernel. Its
+    # limits (kernel start 120 s, each cell 120 s; the cells took 3-21 s on a loaded machine) end a stuck run with
+    # nbclient's own error inside pytest-timeout's 600 s, instead of a worker killed with its remaining tests.
     started = datetime.now(timezone.utc)
-    NotebookClient(nb, kernel_name="python3", timeout=300).execute()
+    NotebookClient(nb, kernel_name="python3", timeout=120, startup_timeout=120).execute()
     record_measurement(
         f"Colab's ipywidgets explorer test: its ipywidgets folder in {made:.1f} s; {_timing(nb, started)}"
     )
