@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
 from pathlib import Path
 
@@ -45,13 +44,6 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _loop_bodies(hlo: str) -> list[str]:
-    """The text of the computations used as ``while`` loop bodies in an HLO module's text (``Compiled.as_text()``)."""
-    names = set(re.findall(r"\bwhile\([^\n]*?\bbody=%?([\w.\-]+)", hlo))
-    blocks = re.split(r"\n(?=\S)", hlo)  # a computation starts at a line without indentation
-    return [b for b in blocks if b.split(maxsplit=1) and b.split(maxsplit=1)[0].lstrip("%") in names]
-
-
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     import jax
@@ -60,6 +52,7 @@ def main(argv: list[str] | None = None) -> int:
     from jax.sharding import PartitionSpec as P
 
     from ..distributed import effective_batch_size
+    from ..hlo import count_instructions, loop_bodies
     from ..jaxacc import (
         accumulate_grads_scan,
         count_items,
@@ -100,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
     x_sharded, y_sharded = jax.device_put(x, sharding), jax.device_put(y, sharding)
     loss_dp, grads_dp = data_parallel(params, x_sharded, y_sharded)
     hlo = data_parallel.lower(params, x_sharded, y_sharded).compile().as_text()
-    in_loop = any("all-reduce" in body for body in _loop_bodies(hlo))
+    in_loop = any(count_instructions(body, "all-reduce") for body in loop_bodies(hlo))
 
     result = {
         "jax_version": jax.__version__,
@@ -114,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
         "loss_data_parallel": float(loss_dp),
         "max_abs_diff": max_abs_diff(grads_full, grads_dp),
         "grad_scale": float(max(jnp.max(jnp.abs(g)) for g in jax.tree_util.tree_leaves(grads_full))),
-        "hlo_all_reduces": len(re.findall(r"\ball-reduce(?:-start)?\(", hlo)),
+        "hlo_all_reduces": count_instructions(hlo, "all-reduce"),
         "all_reduce_in_loop": in_loop,
     }
     args.out.write_text(json.dumps(result, indent=1), encoding="utf-8")
