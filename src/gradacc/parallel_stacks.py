@@ -54,7 +54,9 @@ def pipeline_stage_module(stage: int, num_stages: int, *, seed: int = 0) -> nn.S
         ValueError: ``num_stages`` not 1 or 2, or ``stage`` not in ``range(num_stages)``.
     """
     if num_stages not in (1, 2) or stage not in range(num_stages):
-        raise ValueError(f"stage must be in range(num_stages) with num_stages 1 or 2, got stage {stage} of {num_stages}")
+        raise ValueError(
+            f"stage must be in range(num_stages) with num_stages 1 or 2, got stage {stage} of {num_stages}"
+        )
     layers = list(make_digits_model(seed=seed, **MODEL).net)
     cut = [0, 2, len(layers)] if num_stages == 2 else [0, len(layers)]
     return nn.Sequential(*layers[cut[stage] : cut[stage + 1]])
@@ -226,7 +228,9 @@ def cudagraph_accumulation_check(
         RuntimeError: ``device`` is CUDA and no CUDA device is available.
     """
     if device.startswith("cuda") and not torch.cuda.is_available():
-        raise RuntimeError("no CUDA device here: run this check on a GPU runtime (Colab: Runtime > Change runtime type)")
+        raise RuntimeError(
+            "no CUDA device here: run this check on a GPU runtime (Colab: Runtime > Change runtime type)"
+        )
 
     def make() -> nn.Module:
         with torch.random.fork_rng(devices=[]):
