@@ -162,7 +162,7 @@ def fsdp_bf16_window(
 
     Returns:
         ``{"outcome": "ok" | "error: <first line>", "grads": float32 [P] tensor (every parameter's gradient, in
-        ``parameters()`` order) or None}``.
+        ``parameters()`` order; zeros for a parameter no micro-step used) or None}``.
     """
     from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
@@ -182,7 +182,9 @@ def fsdp_bf16_window(
                     loss.backward()
         except (AssertionError, RuntimeError) as exc:
             return {"outcome": "error: " + str(exc).strip().splitlines()[0], "grads": None}
-        grads = torch.cat([p.grad.full_tensor().flatten() for p in model.parameters()])
+        grads = torch.cat(
+            [torch.zeros(p.numel()) if p.grad is None else p.grad.full_tensor().flatten() for p in model.parameters()]
+        )
     return {"outcome": "ok", "grads": grads}
 
 
@@ -193,6 +195,7 @@ def source_line(obj: Any, needle: str) -> str:
     Raises:
         ValueError: no line of ``obj``'s source contains ``needle``.
     """
+    obj = inspect.unwrap(obj)  # through decorators such as torch.no_grad
     lines, first = inspect.getsourcelines(obj)
     for offset, line in enumerate(lines):
         if needle in line:
