@@ -315,14 +315,14 @@ def plot_pipeline_window(ax, *, n_microbatches: int, step_calls: int, world_size
         for k in range(width):
             call = k // n_microbatches
             ax.add_patch(_box((k + 0.08 + 0.3 * call, rank + 0.15), 0.84, 0.7, ("#4c72b0", "#55a868")[call % 2]))
-            ax.text(k + 0.5 + 0.3 * call, rank + 0.5, f"{micro_batch_size}", ha="center", va="center", fontsize=8,
+            ax.text(k + 0.5 + 0.3 * call, rank + 0.5, f"{micro_batch_size}", ha="center", va="center", fontsize=9,
                     color="white")  # fmt: skip
     for call in range(step_calls):
         x = (call + 1) * n_microbatches + 0.3 * call + 0.04
         ax.axvline(x, color="#c44e52", lw=1.5, ls="--")
         last = call == step_calls - 1
         ax.text(x - 0.1, world_size + 0.05, "÷M, all-reduce" + (", optimizer.step()" if last else ""),
-                ha="right", va="bottom", fontsize=8, color="#c44e52")  # fmt: skip
+                ha="right", va="bottom", fontsize=9, color="#c44e52")  # fmt: skip
     ax.set_xlim(0, width + 0.3 * step_calls)
     ax.set_ylim(0, world_size + 0.45)
     ax.set_yticks([r + 0.5 for r in range(world_size)], [f"rank {r}" for r in range(world_size)], fontsize=9)
