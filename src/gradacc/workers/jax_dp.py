@@ -10,7 +10,7 @@ What it computes, on ``make_digits_model(seed=0, hidden=H)``'s weights (``gradac
 first ``micro_batch_size x accum_steps x devices`` digits:
 
 * the full-batch gradient of the mean cross-entropy, on one device (``gradacc.jaxacc.full_batch_grads``);
-* the data-parallel gradient: ``jax.shard_map`` over a 1-D mesh of the devices (axis ``"data"``) gives each device
+* the data-parallel gradient (``gradacc.jax_sharding.accumulate_shard_map``): ``jax.shard_map`` over a 1-D mesh of the devices (axis ``"data"``) gives each device
   its ``micro_batch_size x accum_steps`` rows; each device accumulates its ``accum_steps`` micro-batches with
   ``jax.lax.scan`` (``gradacc.jaxacc.accumulate_grads_scan``), turns its mean back into a sum, and ``jax.lax.psum``
   adds the sums and the item counts across devices once per window; the total is divided by the global count.
@@ -48,19 +48,11 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     import jax
     import jax.numpy as jnp
-    from jax.sharding import NamedSharding
-    from jax.sharding import PartitionSpec as P
 
     from ..distributed import effective_batch_size
     from ..hlo import count_instructions, loop_bodies
-    from ..jaxacc import (
-        accumulate_grads_scan,
-        count_items,
-        digits_arrays,
-        full_batch_grads,
-        max_abs_diff,
-        params_from_torch,
-    )
+    from ..jax_sharding import accumulate_shard_map, data_mesh, shard_rows
+    from ..jaxacc import digits_arrays, full_batch_grads, max_abs_diff, params_from_torch
     from ..models import make_digits_model
 
     if jax.device_count() != args.devices:
@@ -75,22 +67,9 @@ def main(argv: list[str] | None = None) -> int:
 
     loss_full, grads_full = jax.jit(full_batch_grads)(params, x, y)
 
-    mesh = jax.make_mesh((args.devices,), ("data",))
-
-    def per_device(params, x_local, y_local):
-        loss, grads = accumulate_grads_scan(params, x_local, y_local, n)  # this device's window mean
-        items = count_items(y_local).astype(loss.dtype)
-        global_items = jax.lax.psum(items, "data")
-        grads = jax.tree_util.tree_map(lambda g: jax.lax.psum(g * items, "data") / global_items, grads)
-        return jax.lax.psum(loss * items, "data") / global_items, grads
-
-    data_parallel = jax.jit(
-        jax.shard_map(
-            per_device, mesh=mesh, in_specs=(P(), P("data"), P("data")), out_specs=(P(), P()), check_vma=False
-        )
-    )
-    sharding = NamedSharding(mesh, P("data"))
-    x_sharded, y_sharded = jax.device_put(x, sharding), jax.device_put(y, sharding)
+    mesh = data_mesh(args.devices)
+    data_parallel = accumulate_shard_map(mesh, n)  # each device's scan, one psum of sums and counts after it
+    x_sharded, y_sharded = shard_rows(mesh, x, y)
     loss_dp, grads_dp = data_parallel(params, x_sharded, y_sharded)
     hlo = data_parallel.lower(params, x_sharded, y_sharded).compile().as_text()
     in_loop = any(count_instructions(body, "all-reduce") for body in loop_bodies(hlo))
