@@ -98,8 +98,10 @@ def test_the_cuda_graph_check_runs_its_loop_and_refuses_a_missing_gpu():
 
 def test_the_launchers_refuse_bad_sizes_before_starting_anything():
     with pytest.raises(ValueError, match="1797"):
-        run_parallel_lesson(micro_batch_size=64, n_microbatches=8)
+        run_parallel_lesson(micro_batch_size=64, n_microbatches=8)  # 2,048 digits for the data-parallel cases
     with pytest.raises(ValueError, match="micro_batch_size"):
         run_parallel_lesson(micro_batch_size=0)
+    with pytest.raises(ValueError, match="windows"):
+        run_parallel_lesson(windows=0)
     with pytest.raises(ValueError, match="devices"):
         run_jax_worker("gradacc.workers.jax_sharding", [], devices=0)

@@ -89,8 +89,10 @@ def run_parallel_lesson(
         ValueError: any size < 1, or more samples than the 1,797 digits hold.
         WorkerError: a rank failed or the launch ran past ``timeout``.
     """
-    need = max(
-        effective_batch_size(micro_batch_size, 2 * n_microbatches, 2) * 2,  # the data-parallel cases' largest read
+    if isinstance(windows, bool) or not isinstance(windows, int) or windows < 1:
+        raise ValueError(f"windows must be an int >= 1, got {windows!r}")
+    need = max(  # digits read: the data-parallel cases' 2 x 2M micro-batches, the static_graph cases' windows
+        effective_batch_size(micro_batch_size, 2 * n_microbatches, 2),
         effective_batch_size(micro_batch_size, accum_steps, 2) * windows,
     )
     if need > 1797:

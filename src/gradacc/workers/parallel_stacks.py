@@ -112,7 +112,10 @@ def _pipeline(case: dict[str, Any], x, y, m: int, micro: int) -> dict[str, Any]:
     rows = m * micro
     for a in range(steps):
         chunk = slice(a * rows, (a + 1) * rows)
-        schedule.step(x[chunk]) if rank == 0 else schedule.step(target=y[chunk])
+        if rank == 0:  # the first stage takes the inputs, the last the targets
+            schedule.step(x[chunk])
+        else:
+            schedule.step(target=y[chunk])
     grads = [None] * world
     dist.all_gather_object(grads, [p.grad.detach() for p in module.parameters()])
     if rank != 0:
