@@ -4,7 +4,9 @@
    loaders, micro-batch splitting), ``models`` (every model the lessons share), ``accumulation`` (the plain-PyTorch
    reference loop), ``memory/`` (measuring and predicting a step's memory), the frameworks ``accelerate``,
    ``trainer``, ``jaxacc``, ``distributed`` (DDP accumulation, the lesson-07 runs), ``launch`` (starting real
-   processes under a time limit), ``pitfalls``, ``graphs``, ``plots`` (the memory figures), ``widgets`` and ``bench``.
+   processes under a time limit), ``pitfalls``, ``graphs``, ``plots`` (the memory figures), ``widgets``, ``bench``,
+   and lesson 11's ``parallel_stacks`` (pipeline schedules, FSDP2 mixed precision, the launches), ``jax_sharding``
+   (accumulation under JAX's automatic sharding) and ``hlo`` (collectives read from compiled XLA programs).
    Lessons import these. They never import ``course``, ``grading`` or ``workers``.
 2. **How the course is made and checked**: ``course/`` (``notebooks``: exercise generation, execution, nbval runs;
    ``badges``; ``environment``; ``checks/``: what exercise check cells call; ``pytest_plugin``; ``cli``). It may

@@ -64,6 +64,7 @@ __all__ = [
     "run_checkpoint_lesson",
     "run_accelerate_lesson",
     "run_jax_devices",
+    "run_jax_worker",
     "rank_batches",
 ]
 
@@ -451,6 +452,23 @@ def run_jax_devices(
         WorkerError: the worker failed or timed out (with its stderr).
     """
     effective_batch_size(micro_batch_size, accum_steps, devices)
+    args = [f"--micro-batch-size={micro_batch_size}", f"--accum-steps={accum_steps}", f"--hidden={hidden}"]
+    return run_jax_worker("gradacc.workers.jax_dp", args, devices=devices, timeout=timeout, progress=progress)
+
+
+def run_jax_worker(
+    module: str, module_args: Sequence[str], *, devices: int, timeout: float = 180.0, progress: bool = False
+) -> dict[str, Any]:
+    """Run ``python -m module --out=FILE --devices=D ARGS`` in a fresh process that sees ``devices`` CPU devices
+    (``XLA_FLAGS=--xla_force_host_platform_device_count=D``, ``JAX_PLATFORMS=cpu``, set before JAX starts) and return
+    the JSON it wrote to ``FILE``, plus ``"launcher_s"`` (wall time of the run, s). Lessons 07 and 11 use it.
+
+    Raises:
+        ValueError: ``devices < 1``.
+        WorkerError: the worker failed, timed out, or wrote no result.
+    """
+    if isinstance(devices, bool) or not isinstance(devices, int) or devices < 1:
+        raise ValueError(f"devices must be an int >= 1, got {devices!r}")
     flags = os.environ.get("XLA_FLAGS", "")
     flags = " ".join([f for f in flags.split() if "xla_force_host_platform_device_count" not in f])
     env = {
@@ -460,16 +478,7 @@ def run_jax_devices(
     }
     with tempfile.TemporaryDirectory(prefix="gradacc-jax-") as tmp:
         out = Path(tmp) / "result.json"
-        cmd = [
-            sys.executable,
-            "-m",
-            "gradacc.workers.jax_dp",
-            f"--out={out}",
-            f"--devices={devices}",
-            f"--micro-batch-size={micro_batch_size}",
-            f"--accum-steps={accum_steps}",
-            f"--hidden={hidden}",
-        ]
+        cmd = [sys.executable, "-m", module, f"--out={out}", f"--devices={devices}", *module_args]
         start = time.perf_counter()
         run_processes(cmd, timeout=timeout, env=env, what=f"the JAX worker ({devices} CPU devices)", progress=progress)
         if not out.exists():

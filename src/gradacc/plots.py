@@ -27,6 +27,7 @@ __all__ = [
     "figure_png",
     "PARALLEL_COLORS",
     "plot_parallel_peaks",
+    "plot_pipeline_window",
 ]
 
 
@@ -302,3 +303,39 @@ def plot_parallel_peaks(
     ax.set_ylabel(f"peak MiB per rank (W = {world_size})", fontsize=9)
     ax.plot([], [], "--", color="0.4", label="dashed: predicted")
     ax.legend(fontsize=9, loc="lower right", ncol=2)
+
+
+def plot_pipeline_window(ax, *, n_microbatches: int, step_calls: int, world_size: int, micro_batch_size: int) -> None:
+    """One optimizer step of a pipeline schedule with accumulation outside it (lesson 11): one row of boxes per
+    data-parallel rank, one box per micro-batch (``n_microbatches`` per ``step()``, ``step_calls`` calls), and at the
+    end of every ``step()`` the two things the schedule does there: divide ``.grad`` by M (``scale_grads=True``) and
+    let DDP all-reduce (the last micro-batch's backward). The title gives the effective batch size."""
+    width = n_microbatches * step_calls
+    for rank in range(world_size):
+        for k in range(width):
+            call = k // n_microbatches
+            ax.add_patch(_box((k + 0.08 + 0.3 * call, rank + 0.15), 0.84, 0.7, ("#4c72b0", "#55a868")[call % 2]))
+            ax.text(k + 0.5 + 0.3 * call, rank + 0.5, f"{micro_batch_size}", ha="center", va="center", fontsize=9,
+                    color="white")  # fmt: skip
+    for call in range(step_calls):
+        x = (call + 1) * n_microbatches + 0.3 * call + 0.04
+        ax.axvline(x, color="#c44e52", lw=1.5, ls="--")
+        last = call == step_calls - 1
+        ax.text(x - 0.1, world_size + 0.05, "÷M, all-reduce" + (", optimizer.step()" if last else ""),
+                ha="right", va="bottom", fontsize=9, color="#c44e52")  # fmt: skip
+    ax.set_xlim(0, width + 0.3 * step_calls)
+    ax.set_ylim(0, world_size + 0.45)
+    ax.set_yticks([r + 0.5 for r in range(world_size)], [f"rank {r}" for r in range(world_size)], fontsize=9)
+    ax.set_xticks([])
+    ax.set_xlabel(f"micro-batches in time order: {step_calls} step() calls of M = {n_microbatches}", fontsize=9)
+    total = micro_batch_size * n_microbatches * step_calls * world_size
+    ax.set_title(f"effective batch = {micro_batch_size} x {n_microbatches} x {step_calls} x {world_size} = {total} "
+                 "samples (micro-batch x M x step() calls x ranks)", fontsize=9)  # fmt: skip
+    for side in ("top", "right"):
+        ax.spines[side].set_visible(False)
+
+
+def _box(xy: tuple[float, float], width: float, height: float, color: str):
+    from matplotlib.patches import Rectangle
+
+    return Rectangle(xy, width, height, color=color)

@@ -10,7 +10,7 @@ What it computes, on ``make_digits_model(seed=0, hidden=H)``'s weights (``gradac
 first ``micro_batch_size x accum_steps x devices`` digits:
 
 * the full-batch gradient of the mean cross-entropy, on one device (``gradacc.jaxacc.full_batch_grads``);
-* the data-parallel gradient: ``jax.shard_map`` over a 1-D mesh of the devices (axis ``"data"``) gives each device
+* the data-parallel gradient (``gradacc.jax_sharding.accumulate_shard_map``): ``jax.shard_map`` over a 1-D mesh of the devices (axis ``"data"``) gives each device
   its ``micro_batch_size x accum_steps`` rows; each device accumulates its ``accum_steps`` micro-batches with
   ``jax.lax.scan`` (``gradacc.jaxacc.accumulate_grads_scan``), turns its mean back into a sum, and ``jax.lax.psum``
   adds the sums and the item counts across devices once per window; the total is divided by the global count.
@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
 from pathlib import Path
 
@@ -45,29 +44,15 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _loop_bodies(hlo: str) -> list[str]:
-    """The text of the computations used as ``while`` loop bodies in an HLO module's text (``Compiled.as_text()``)."""
-    names = set(re.findall(r"\bwhile\([^\n]*?\bbody=%?([\w.\-]+)", hlo))
-    blocks = re.split(r"\n(?=\S)", hlo)  # a computation starts at a line without indentation
-    return [b for b in blocks if b.split(maxsplit=1) and b.split(maxsplit=1)[0].lstrip("%") in names]
-
-
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     import jax
     import jax.numpy as jnp
-    from jax.sharding import NamedSharding
-    from jax.sharding import PartitionSpec as P
 
     from ..distributed import effective_batch_size
-    from ..jaxacc import (
-        accumulate_grads_scan,
-        count_items,
-        digits_arrays,
-        full_batch_grads,
-        max_abs_diff,
-        params_from_torch,
-    )
+    from ..hlo import count_instructions, loop_bodies
+    from ..jax_sharding import accumulate_shard_map, data_mesh, shard_rows
+    from ..jaxacc import digits_arrays, full_batch_grads, max_abs_diff, params_from_torch
     from ..models import make_digits_model
 
     if jax.device_count() != args.devices:
@@ -82,25 +67,12 @@ def main(argv: list[str] | None = None) -> int:
 
     loss_full, grads_full = jax.jit(full_batch_grads)(params, x, y)
 
-    mesh = jax.make_mesh((args.devices,), ("data",))
-
-    def per_device(params, x_local, y_local):
-        loss, grads = accumulate_grads_scan(params, x_local, y_local, n)  # this device's window mean
-        items = count_items(y_local).astype(loss.dtype)
-        global_items = jax.lax.psum(items, "data")
-        grads = jax.tree_util.tree_map(lambda g: jax.lax.psum(g * items, "data") / global_items, grads)
-        return jax.lax.psum(loss * items, "data") / global_items, grads
-
-    data_parallel = jax.jit(
-        jax.shard_map(
-            per_device, mesh=mesh, in_specs=(P(), P("data"), P("data")), out_specs=(P(), P()), check_vma=False
-        )
-    )
-    sharding = NamedSharding(mesh, P("data"))
-    x_sharded, y_sharded = jax.device_put(x, sharding), jax.device_put(y, sharding)
+    mesh = data_mesh(args.devices)
+    data_parallel = accumulate_shard_map(mesh, n)  # each device's scan, one psum of sums and counts after it
+    x_sharded, y_sharded = shard_rows(mesh, x, y)
     loss_dp, grads_dp = data_parallel(params, x_sharded, y_sharded)
     hlo = data_parallel.lower(params, x_sharded, y_sharded).compile().as_text()
-    in_loop = any("all-reduce" in body for body in _loop_bodies(hlo))
+    in_loop = any(count_instructions(body, "all-reduce") for body in loop_bodies(hlo))
 
     result = {
         "jax_version": jax.__version__,
@@ -114,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
         "loss_data_parallel": float(loss_dp),
         "max_abs_diff": max_abs_diff(grads_full, grads_dp),
         "grad_scale": float(max(jnp.max(jnp.abs(g)) for g in jax.tree_util.tree_leaves(grads_full))),
-        "hlo_all_reduces": len(re.findall(r"\ball-reduce(?:-start)?\(", hlo)),
+        "hlo_all_reduces": count_instructions(hlo, "all-reduce"),
         "all_reduce_in_loop": in_loop,
     }
     args.out.write_text(json.dumps(result, indent=1), encoding="utf-8")

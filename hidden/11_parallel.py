@@ -1,0 +1,69 @@
+"""Hidden checks of exercises/11_parallel.ipynb, run by `gradacc grade` (README: "Hidden checks").
+
+Every block runs after the shared preamble `gradacc.grading.merge.HIDDEN_PREAMBLE` (`rng`, `quietly`, `weights`)
+and this file's own preamble, and PRINTS the student's results on inputs drawn from `rng`, never a verdict.
+"""
+# ruff: noqa: F821 - rng, quietly, weights and the student's functions come from the notebook and the preamble
+
+import torch
+
+from gradacc.course.checks.lesson11 import BF16_LR, bf16_windows
+from gradacc.models import make_digits_model
+
+N_DIGITS = 1797  # samples in gradacc.data.load_digits_tensors()
+
+
+def plan(*case) -> str:
+    """The student's ``window_plan`` on ``case``: the effective batch, the factor (9 significant digits) or None, the
+    result's repr if it is not such a dict, or the error's type."""
+    try:
+        got = quietly(window_plan, *case)
+        factor = got["loss_factor"]
+        shown = "None" if factor is None else f"{float(factor):.9g}"
+        return f"effective {got['effective_batch_size']!r}, factor {shown}"
+    except Exception as exc:
+        return type(exc).__name__
+
+
+def draw_11_2(rng) -> dict:
+    """2-3 windows of 1-3 micro-batches of 3-24 digits; the first window holds 2-3 micro-batches of different sizes."""
+    first = rng.sample(range(3, 25), rng.randint(2, 3))
+    sizes = [first] + [[rng.randint(3, 24) for _ in range(rng.randint(1, 3))] for _ in range(rng.randint(1, 2))]
+    return {
+        "sizes": sizes,
+        "start": rng.randint(0, N_DIGITS - sum(map(sum, sizes))),
+        "seed": rng.randrange(2**31),
+        "hidden": rng.choice([16, 24, 32]),
+    }
+
+
+def edges_11_2(case: dict) -> dict[str, bool]:
+    sizes = case["sizes"]
+    return {
+        "2+ windows (one autocast context around the loop: stale weights from the second window on)": len(sizes) >= 2,
+        "a window of 2+ micro-batches (an optimizer step per micro-batch)": any(len(w) >= 2 for w in sizes),
+        "micro-batches of different sizes in one window (each divided by its own size)": any(
+            len(set(w)) > 1 for w in sizes
+        ),
+    }
+
+
+EDGE_CASES = {"11.2": (draw_11_2, edges_11_2)}
+"""Check -> (the block's draws, the edge cases every draw holds); tests/test_wrong_answers.py replays the draws of
+1,000 seeds. 11.1 is replayed in full (it is cheap)."""
+
+
+# %% hidden 11.1
+for reduction in ("mean", "sum"):  # every seed: both reductions, the library's division on (A = 1, A >= 2) and off
+    for scale_grads, step_calls in ((True, 1), (True, rng.randint(2, 4)), (False, rng.randint(2, 4))):
+        case = (rng.randint(2, 32), rng.choice([2, 4, 8, 16]), step_calls, rng.choice([2, 4, 8, 64]), reduction,
+                scale_grads)  # fmt: skip
+        print(f"{case} -> {plan(*case)}")
+case = (rng.randint(2, 32), rng.choice([2, 4, 8]), 1, 1, rng.choice(["mean", "sum"]), False)  # one rank, one call
+print(f"{case} -> {plan(*case)}")
+
+# %% hidden 11.2
+case = draw_11_2(rng)
+model = make_digits_model(seed=case["seed"], hidden=case["hidden"])
+quietly(train_bf16, model, torch.optim.SGD(model.parameters(), lr=BF16_LR), bf16_windows(case["sizes"], case["start"]))
+print(f"windows {case['sizes']}: {weights(model)}")

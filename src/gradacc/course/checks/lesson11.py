@@ -1,0 +1,186 @@
+"""Checks of lesson 11 (``11_parallel``): who divides in a pipeline schedule with accumulation and data parallelism,
+and an accumulation loop under bfloat16 autocast that does not train on stale weight casts.
+
+Exercise 11.1 asks for ``window_plan(micro_batch_size, n_microbatches, step_calls, world_size, loss_reduction,
+scale_grads) -> {"effective_batch_size": int, "loss_factor": float | None}`` (``reference_window_plan`` is the
+answer). Exercise 11.2 asks for ``train_bf16(model, optimizer, windows)``: the lesson's broken loop (one
+``torch.autocast`` around everything) fixed, so that it trains as ``reference_train_bf16`` does.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+
+import torch
+import torch.nn.functional as F
+
+from ...accumulation import max_abs_diff
+from ...data import load_digits_tensors
+from ...models import make_digits_model
+from . import run_check
+
+__all__ = [
+    "LOSS_REDUCTIONS",
+    "reference_window_plan",
+    "check_window_plan",
+    "reference_train_bf16",
+    "bf16_windows",
+    "check_train_bf16",
+]
+
+LOSS_REDUCTIONS = ("mean", "sum")
+"""What exercise 11.1's ``loss_fn`` returns per micro-batch: the mean or the sum of its samples' losses."""
+
+
+def reference_window_plan(
+    micro_batch_size: int, n_microbatches: int, step_calls: int, world_size: int, loss_reduction: str, scale_grads: bool
+) -> dict[str, int | float | None]:
+    """Exercise 11.1's answer, for a ``torch.distributed.pipelining`` schedule whose every ``step()`` splits its batch
+    into ``n_microbatches`` (M) micro-batches of ``micro_batch_size`` samples, called ``step_calls`` (A) times before
+    each ``optimizer.step()``, on ``world_size`` (W) data-parallel ranks that DDP averages:
+
+    * ``"effective_batch_size"``: ``micro_batch_size x M x A x W`` samples per optimizer step;
+    * ``"loss_factor"``: the constant ``c`` to multiply ``loss_fn``'s value by so that ``.grad`` holds the mean
+      gradient over those samples. ``.grad`` sums ``c x`` every micro-batch's loss gradient; with
+      ``scale_grads=True`` each ``step()`` then divides ALL of ``.grad`` by M (``stage.scale_grads``, a ``div_`` in
+      place), so for A = 1: ``c = 1`` (mean) or ``1 / micro_batch_size`` (sum), and for A >= 2 no constant works (the
+      earlier calls' gradients are divided again by every later call: ``None``, turn ``scale_grads`` off). With
+      ``scale_grads=False``: ``c = 1 / (M x A)`` (mean) or ``1 / (micro_batch_size x M x A)`` (sum). W never enters
+      ``c``: DDP divides the sum over the ranks by W itself.
+    """
+    effective = micro_batch_size * n_microbatches * step_calls * world_size
+    per_sample = 1.0 if loss_reduction == "mean" else 1.0 / micro_batch_size
+    if scale_grads:
+        factor = per_sample if step_calls == 1 else None
+    else:
+        factor = per_sample / (n_microbatches * step_calls)
+    return {"effective_batch_size": effective, "loss_factor": factor}
+
+
+# (micro_batch_size, n_microbatches, step_calls, world_size, loss_reduction, scale_grads): the library's default,
+# sums, a single micro-batch per sample (mean = sum), no library division, accumulation outside with and without it
+_PLAN_CASES = (
+    (8, 4, 1, 2, "mean", True),
+    (8, 4, 1, 2, "sum", True),
+    (1, 2, 1, 1, "sum", True),
+    (16, 8, 1, 4, "mean", False),
+    (4, 4, 2, 2, "mean", True),
+    (4, 4, 3, 2, "sum", False),
+    (2, 8, 4, 8, "mean", False),
+)
+
+
+def _plan_error(got: object, want: dict, where: str) -> str | None:
+    if not isinstance(got, dict) or set(got) != set(want):
+        return f"{where}: return a dict with the keys {sorted(want)}, got {got!r}"
+    effective = got["effective_batch_size"]
+    if isinstance(effective, bool) or effective != want["effective_batch_size"]:
+        return f"{where}: effective_batch_size = {effective!r}, expected {want['effective_batch_size']} (which counts?)"
+    factor, expected = got["loss_factor"], want["loss_factor"]
+    if expected is None or factor is None:
+        if factor is not expected:
+            return (
+                f"{where}: loss_factor = {factor!r}, expected {expected!r} (does one constant give the window's "
+                "mean when every step() divides all of .grad?)"
+            )
+        return None
+    try:
+        value = float(factor)
+    except (TypeError, ValueError):
+        return f"{where}: loss_factor should be a number or None, got {factor!r}"
+    if not math.isclose(value, expected, rel_tol=1e-9):
+        return f"{where}: loss_factor = {value:.6g}, expected {expected:.6g} (who divides already, and by what?)"
+    return None
+
+
+def check_window_plan(window_plan: Callable) -> None:
+    """Exercise 11.1: ``window_plan(micro_batch_size, n_microbatches, step_calls, world_size, loss_reduction,
+    scale_grads) -> {"effective_batch_size", "loss_factor"}`` on cases of its own (``reference_window_plan``): the
+    effective batch exactly, the factor to a relative 1e-9, ``None`` exactly where no constant works. Prints
+    ``Exercise 11.1: correct`` or what went wrong; returns ``None``.
+    """
+
+    def body() -> str | None:
+        for case in _PLAN_CASES:
+            b, m, a, w, reduction, scale = case
+            where = (
+                f"micro-batches of {b}, M = {m}, {a} step() call(s), {w} rank(s), {reduction} loss, scale_grads={scale}"
+            )
+            error = _plan_error(window_plan(*case), reference_window_plan(*case), where)
+            if error:
+                return error
+        return None
+
+    run_check("11.1", body)
+
+
+BF16_LR = 0.5
+"""Exercise 11.2's SGD learning rate: large enough that the weights move visibly in a few optimizer steps."""
+
+
+def reference_train_bf16(model: torch.nn.Module, optimizer: torch.optim.Optimizer, windows) -> None:
+    """Exercise 11.2's answer: for each window (a list of ``(x [B, 64] float32, y [B] int64)`` micro-batches), every
+    micro-batch's forward pass and summed cross-entropy under ``torch.autocast("cpu", dtype=torch.bfloat16)``,
+    divided by the window's samples, ``backward()`` outside the context, then one ``optimizer.step()`` and
+    ``zero_grad()``. Each autocast context is left before ``optimizer.step()`` changes the weights, so its cache of
+    bfloat16 weight copies (``torch.clear_autocast_cache`` on leaving the outermost context) never outlives them."""
+    for window in windows:
+        items = sum(len(labels) for _, labels in window)
+        for inputs, labels in window:
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                loss = F.cross_entropy(model(inputs), labels, reduction="sum") / items
+            loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+
+
+def bf16_windows(sizes: Sequence[Sequence[int]], start: int) -> list[list[tuple[torch.Tensor, torch.Tensor]]]:
+    """Windows of consecutive digits from ``start``: ``sizes[w][k]`` samples in micro-batch ``k`` of window ``w``."""
+    x, y = load_digits_tensors()
+    windows, row = [], start
+    for window in sizes:
+        micro_batches = []
+        for size in window:
+            micro_batches.append((x[row : row + size].clone(), y[row : row + size].clone()))
+            row += size
+        windows.append(micro_batches)
+    return windows
+
+
+# (model seed, hidden, window sizes, first digit): unequal micro-batches over 3 windows; one micro-batch per window
+_BF16_CASES = ((0, 32, ((8, 16, 5), (12, 12), (7, 9, 3, 11)), 0), (3, 16, ((20,), (20,)), 600))
+_BF16_TOL = 1e-5  # the reference's own loop written another way (the loss inside or outside the context) gives 0.0
+
+
+def check_train_bf16(train_bf16: Callable) -> None:
+    """Exercise 11.2: ``train_bf16(model, optimizer, windows)`` leaves the weights ``reference_train_bf16`` leaves
+    (largest difference <= 1e-5; the stale loop of the lesson is off by about 1e-2), with SGD at ``BF16_LR`` on cases
+    of its own, and makes one optimizer step per window. Prints ``Exercise 11.2: correct`` or what went wrong;
+    returns ``None``.
+    """
+
+    def body() -> str | None:
+        for seed, hidden, sizes, start in _BF16_CASES:
+            where = f"windows of {[list(w) for w in sizes]} digits"
+            reference = make_digits_model(seed=seed, hidden=hidden)
+            reference_train_bf16(
+                reference, torch.optim.SGD(reference.parameters(), lr=BF16_LR), bf16_windows(sizes, start)
+            )
+            model = make_digits_model(seed=seed, hidden=hidden)
+            optimizer = torch.optim.SGD(model.parameters(), lr=BF16_LR)
+            steps = [0]
+            optimizer.register_step_post_hook(lambda *_, counter=steps: counter.__setitem__(0, counter[0] + 1))
+            train_bf16(model, optimizer, bf16_windows(sizes, start))
+            if steps[0] != len(sizes):
+                return f"{where}: {steps[0]} optimizer steps, expected one per window ({len(sizes)})"
+            diff = max_abs_diff(model.parameters(), reference.parameters())
+            if not diff <= _BF16_TOL:
+                return (
+                    f"{where}: the weights differ from the reference loop's by {diff:.2g} (tolerance {_BF16_TOL:g}): "
+                    "is every forward pass computed with the weights as they are now, and each micro-batch's summed "
+                    "loss divided by the window's samples?"
+                )
+        return None
+
+    run_check("11.2", body)

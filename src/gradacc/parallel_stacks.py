@@ -1,0 +1,262 @@
+"""Accumulation inside parallel and mixed-precision stacks (lesson 11, issue 32): what each stack counts, who divides
+and by what, and when it syncs, measured on the installed torch and jax.
+
+* ``pipeline_stage_module``: the digits MLP cut into pipeline stages (``torch.distributed.pipelining``).
+* ``run_parallel_lesson``: 2 gloo ranks of ``gradacc.workers.parallel_stacks`` (pipeline schedules' division, where
+  the data-parallel sync happens, DDP ``static_graph`` with ``no_sync()``).
+* ``run_jax_sharding``: 4 JAX CPU devices of ``gradacc.workers.jax_sharding`` (where XLA puts the all-reduce).
+* ``GatedMLP`` and ``fsdp_bf16_window``: FSDP2 with ``MixedPrecisionPolicy(bfloat16, reduce_dtype=float32)`` and a
+  parameter first used on the synchronizing micro-step, on one gloo rank in this process.
+* ``source_line``: where a library does something, read from its installed source (file and line).
+* ``cudagraph_accumulation_check``: the check a learner runs on a CUDA GPU for ``torch.compile``'s CUDA graphs and
+  accumulated ``.grad`` (nothing to see on a CPU: CUDA graphs are CUDA only).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import io
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .distributed import effective_batch_size, run_jax_worker, single_process_group
+from .launch import run_torchrun_json
+from .models import make_digits_model
+
+__all__ = [
+    "MODEL",
+    "pipeline_stage_module",
+    "run_parallel_lesson",
+    "run_jax_sharding",
+    "GatedMLP",
+    "fsdp_bf16_window",
+    "source_line",
+    "cudagraph_accumulation_check",
+]
+
+MODEL: dict[str, int] = {"hidden": 32, "depth": 2}
+"""The digits MLP of the lesson's pipeline and DDP runs: ``make_digits_model(seed=0, **MODEL)``, layers
+``Linear(64, 32), ReLU, Linear(32, 32), ReLU, Linear(32, 10)``."""
+
+
+def pipeline_stage_module(stage: int, num_stages: int, *, seed: int = 0) -> nn.Sequential:
+    """Stage ``stage`` of ``make_digits_model(seed, **MODEL)`` cut into ``num_stages`` (1 or 2) pipeline stages:
+    ``[B, 64] -> [B, 10]`` for one stage; ``[B, 64] -> [B, 32]`` (the first Linear and ReLU) and ``[B, 32] -> [B, 10]``
+    (the rest) for two. Its parameters, stage 0's then stage 1's, are the whole model's in order.
+
+    Raises:
+        ValueError: ``num_stages`` not 1 or 2, or ``stage`` not in ``range(num_stages)``.
+    """
+    if num_stages not in (1, 2) or stage not in range(num_stages):
+        raise ValueError(
+            f"stage must be in range(num_stages) with num_stages 1 or 2, got stage {stage} of {num_stages}"
+        )
+    layers = list(make_digits_model(seed=seed, **MODEL).net)
+    cut = [0, 2, len(layers)] if num_stages == 2 else [0, len(layers)]
+    return nn.Sequential(*layers[cut[stage] : cut[stage + 1]])
+
+
+def run_parallel_lesson(
+    *,
+    micro_batch_size: int = 8,
+    n_microbatches: int = 4,
+    accum_steps: int = 4,
+    windows: int = 3,
+    timeout: float = 180.0,
+    progress: bool = False,
+) -> dict[str, Any]:
+    """Every torch case of lesson 11 on 2 gloo ranks, in one torchrun launch (see ``gradacc.workers.parallel_stacks``
+    for the cases and the keys of the result).
+
+    Args:
+        micro_batch_size: samples per micro-batch (all cases).
+        n_microbatches: micro-batches per pipeline ``step()`` (M).
+        accum_steps: micro-steps per window of the DDP ``static_graph`` cases (N).
+        windows: optimizer steps of the ``static_graph`` cases.
+        timeout: seconds before the launch is stopped.
+        progress: show the elapsed time while the ranks run.
+
+    Returns:
+        Rank 0's JSON plus ``"launcher_s"`` (wall seconds, start-up included).
+
+    Raises:
+        ValueError: any size < 1, or more samples than the 1,797 digits hold.
+        WorkerError: a rank failed or the launch ran past ``timeout``.
+    """
+    if isinstance(windows, bool) or not isinstance(windows, int) or windows < 1:
+        raise ValueError(f"windows must be an int >= 1, got {windows!r}")
+    need = max(  # digits read: the data-parallel cases' 2 x 2M micro-batches, the static_graph cases' windows
+        effective_batch_size(micro_batch_size, 2 * n_microbatches, 2),
+        effective_batch_size(micro_batch_size, accum_steps, 2) * windows,
+    )
+    if need > 1797:
+        raise ValueError(f"these sizes read {need} digits but there are 1797: lower micro_batch_size or the counts")
+    return run_torchrun_json(
+        "gradacc.workers.parallel_stacks",
+        [
+            f"--micro-batch-size={micro_batch_size}",
+            f"--n-microbatches={n_microbatches}",
+            f"--accum-steps={accum_steps}",
+            f"--windows={windows}",
+        ],
+        nproc_per_node=2,
+        what="torchrun (2 pipeline / DDP workers)",
+        timeout=timeout,
+        progress=progress,
+    )
+
+
+def run_jax_sharding(
+    *, devices: int = 4, micro_batch_size: int = 8, accum_steps: int = 4, hidden: int = 32, timeout: float = 180.0,
+    progress: bool = False,
+) -> dict[str, Any]:  # fmt: skip
+    """The three accumulations of ``gradacc.jax_sharding`` compiled and run on ``devices`` JAX CPU devices in a fresh
+    process (``gradacc.workers.jax_sharding``: the keys of the result), plus ``"launcher_s"``.
+
+    Raises:
+        ValueError: bad sizes (``effective_batch_size``).
+        WorkerError: the worker failed or timed out.
+    """
+    effective_batch_size(micro_batch_size, accum_steps, devices)
+    args = [f"--micro-batch-size={micro_batch_size}", f"--accum-steps={accum_steps}", f"--hidden={hidden}"]
+    return run_jax_worker("gradacc.workers.jax_sharding", args, devices=devices, timeout=timeout, progress=progress)
+
+
+class GatedMLP(nn.Module):
+    """``[B, 64] -> [B, 10]`` logits: a digits MLP (``Linear(64, 32), ReLU, Linear(32, 10)``) plus an ``extra``
+    ``Linear(64, 10)`` added only when ``forward(x, use_extra=True)``: a parameter that some micro-batches do not use
+    (an auxiliary head, an adapter or expert that only some batches reach)."""
+
+    def __init__(self, seed: int = 0) -> None:
+        super().__init__()
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            self.body = nn.Sequential(nn.Linear(64, 32), nn.ReLU(), nn.Linear(32, 10))
+            self.extra = nn.Linear(64, 10)
+
+    def forward(self, x: torch.Tensor, use_extra: bool = False) -> torch.Tensor:
+        out = self.body(x)
+        return out + self.extra(x) if use_extra else out
+
+
+def fsdp_bf16_window(
+    micro_batches: Sequence[tuple[torch.Tensor, torch.Tensor]],
+    *,
+    extra_on: Sequence[int],
+    sync_each: bool = False,
+    touch_unused: bool = False,
+    seed: int = 0,
+) -> dict[str, Any]:
+    """One accumulation window of ``GatedMLP`` under FSDP2 with ``MixedPrecisionPolicy(param_dtype=bfloat16,
+    reduce_dtype=float32)``, on a world of one gloo process (``single_process_group``), in this process.
+
+    Micro-step ``k`` uses the ``extra`` layer when ``k in extra_on``; each micro-batch's summed cross-entropy is
+    divided by the window's samples. With ``sync_each=False`` the gradient sync is off
+    (``set_requires_gradient_sync(False)``) on every micro-step but the last. ``touch_unused=True`` adds
+    ``0 x sum(extra's parameters)`` to the loss of micro-steps that do not use it, so every parameter has a
+    gradient on every micro-step. FSDP2's own printout of a failed assertion is swallowed.
+
+    Returns:
+        ``{"outcome": "ok" | "error: <first line>", "grads": float32 [P] tensor (every parameter's gradient, in
+        ``parameters()`` order; zeros for a parameter no micro-step used) or None}``.
+    """
+    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+
+    items = sum(len(labels) for _, labels in micro_batches)
+    policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+    with single_process_group():
+        model = GatedMLP(seed)
+        fully_shard(model, mp_policy=policy)
+        last = len(micro_batches) - 1
+        try:
+            with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+                for k, (x, y) in enumerate(micro_batches):
+                    model.set_requires_gradient_sync(sync_each or k == last)
+                    loss = F.cross_entropy(model(x, use_extra=k in extra_on).float(), y, reduction="sum") / items
+                    if touch_unused and k not in extra_on:
+                        loss = loss + 0 * sum(p.sum() for p in model.extra.parameters())
+                    loss.backward()
+        except (AssertionError, RuntimeError) as exc:
+            return {"outcome": "error: " + str(exc).strip().splitlines()[0], "grads": None}
+        grads = torch.cat(
+            [torch.zeros(p.numel()) if p.grad is None else p.grad.full_tensor().flatten() for p in model.parameters()]
+        )
+    return {"outcome": "ok", "grads": grads}
+
+
+def source_line(obj: Any, needle: str) -> str:
+    """``"<path under site-packages>:<line>"`` of the first line of ``obj``'s installed source that contains
+    ``needle``: a citation that stays right on every installed version.
+
+    Raises:
+        ValueError: no line of ``obj``'s source contains ``needle``.
+    """
+    obj = inspect.unwrap(obj)  # through decorators such as torch.no_grad
+    lines, first = inspect.getsourcelines(obj)
+    for offset, line in enumerate(lines):
+        if needle in line:
+            path = Path(inspect.getsourcefile(obj) or "?")
+            parts = path.parts
+            short = Path(*parts[parts.index("site-packages") + 1 :]) if "site-packages" in parts else path
+            return f"{short}:{first + offset}"
+    raise ValueError(f"{needle!r} is not in the source of {getattr(obj, '__qualname__', obj)!r}")
+
+
+def cudagraph_accumulation_check(
+    *, accum_steps: int = 4, mode: str = "reduce-overhead", device: str = "cuda", compile_fn: Callable | None = None
+) -> dict[str, Any]:
+    """The check for ``torch.compile`` with CUDA graphs and accumulated gradients (pytorch/pytorch #169545,
+    #96693): run ``accum_steps`` micro-steps of a small model compiled with ``mode`` and eagerly, and compare the
+    last layer's bias gradient (each micro-step adds ``1 / accum_steps`` per output: the sum is 1.0).
+
+    A CUDA graph replays into fixed output buffers; if ``.grad`` keeps a reference to such a buffer (the first
+    micro-step's gradient is stolen, not copied), the next replay overwrites it: the reports show ``1 / accum_steps``
+    instead of 1.0, or ``RuntimeError: ... accessing tensor output of CUDAGraphs that has been overwritten by a
+    subsequent run``. Only a CUDA device has CUDA graphs (on a CPU, ``mode="reduce-overhead"`` compiles without
+    them).
+
+    Args:
+        device: where to run; a non-CUDA device runs the same code without CUDA graphs.
+        compile_fn: replaces ``torch.compile(model, mode=mode)`` (tests use a cheap backend).
+
+    Returns:
+        ``{"device", "torch_version", "mode", "accum_steps", "eager_bias_grad", "compiled_bias_grad" (None if it
+        raised), "error" (None or the first line)}``.
+
+    Raises:
+        RuntimeError: ``device`` is CUDA and no CUDA device is available.
+    """
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise RuntimeError(
+            "no CUDA device here: run this check on a GPU runtime (Colab: Runtime > Change runtime type)"
+        )
+
+    def make() -> nn.Module:
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(0)
+            return nn.Sequential(nn.Linear(16, 16), nn.ReLU(), nn.Linear(16, 1)).to(device)
+
+    def bias_grad(model: nn.Module, compiled: Callable, mark_steps: bool) -> float:
+        for k in range(accum_steps):
+            if mark_steps:
+                torch.compiler.cudagraph_mark_step_begin()
+            x = torch.randn(8, 16, device=device, generator=torch.Generator(device).manual_seed(k))
+            (compiled(x).sum() / (8 * accum_steps)).backward()  # each micro-step: 1 / accum_steps per output
+        return float(model[2].bias.grad.sum())
+
+    eager = make()
+    result: dict[str, Any] = {"device": device, "torch_version": torch.__version__, "mode": mode}
+    result.update(accum_steps=accum_steps, eager_bias_grad=bias_grad(eager, eager, False), error=None)
+    model = make()
+    compiled = compile_fn(model) if compile_fn else torch.compile(model, mode=mode)
+    try:
+        result["compiled_bias_grad"] = bias_grad(model, compiled, device.startswith("cuda"))
+    except RuntimeError as exc:
+        result.update(compiled_bias_grad=None, error=str(exc).strip().splitlines()[0])
+    return result

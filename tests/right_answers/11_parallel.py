@@ -1,0 +1,28 @@
+"""Correct answers written differently from the reference (issue 32): each must get full points, in the visible check
+and in the hidden check on every seed (tests/test_wrong_answers.py). Same format as tests/wrong_answers/.
+"""
+# ruff: noqa: F811, F821 - each cell redefines the answer; torch and F come from the import cell
+
+
+# %% 11.2 one autocast context for the whole loop, with its weight cache turned off (cache_enabled=False)
+def train_bf16(model, optimizer, windows):
+    with torch.autocast("cpu", dtype=torch.bfloat16, cache_enabled=False):
+        for window in windows:
+            items = sum(len(labels) for _, labels in window)
+            for inputs, labels in window:
+                loss = F.cross_entropy(model(inputs), labels, reduction="sum") / items
+                loss.backward()
+            optimizer.step()
+            optimizer.zero_grad()
+
+
+# %% 11.2 one autocast context per window, left before optimizer.step(); mean loss x samples / window samples
+def train_bf16(model, optimizer, windows):
+    for window in windows:
+        items = sum(len(labels) for _, labels in window)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            for inputs, labels in window:
+                loss = F.cross_entropy(model(inputs), labels) * len(labels) / items
+                loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()

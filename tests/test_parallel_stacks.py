@@ -1,0 +1,107 @@
+"""Lesson 11's helpers (issue 32): reading collectives from compiled HLO, the pipeline stages, citations from the
+installed source, FSDP2's bfloat16 window and the CUDA-graph check's code path, and the launchers' argument errors.
+The multi-process runs themselves are asserted by the lesson (tests/test_notebooks.py, pinned and Colab replica)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from gradacc.data import load_digits_tensors
+from gradacc.distributed import run_jax_worker
+from gradacc.hlo import collective_counts, loop_bodies
+from gradacc.models import make_digits_model
+from gradacc.parallel_stacks import (
+    MODEL,
+    cudagraph_accumulation_check,
+    fsdp_bf16_window,
+    pipeline_stage_module,
+    run_parallel_lesson,
+    source_line,
+)
+
+HLO = """HloModule jit_step
+
+%body.1 (p: (s32[], f32[8])) -> (s32[], f32[8]) {
+  %ar.1 = f32[8]{0} all-reduce(f32[8]{0} %g), channel_id=1, to_apply=%add
+  %ag.1 = f32[4,8]{1,0} all-gather(f32[1,8]{1,0} %h), dimensions={0}
+}
+
+%cond.1 (p: (s32[], f32[8])) -> pred[] {
+  %lt = pred[] compare(s32[] %i, s32[] %n), direction=LT
+}
+
+ENTRY %main (x: f32[8]) -> f32[8] {
+  %w = (s32[], f32[8]) while((s32[], f32[8]) %t), condition=%cond.1, body=%body.1, backend_config={"known_trip_count":{"n":"3"}}
+  %ar.2 = (f32[], f32[8]{0}) all-reduce-start(f32[] %a, f32[8]{0} %b), channel_id=2, to_apply=%add
+  %done = (f32[], f32[8]{0}) all-reduce-done((f32[], f32[8]{0}) %ar.2)
+}
+"""
+
+
+def test_collectives_in_a_loop_count_once_per_iteration():
+    assert len(loop_bodies(HLO)) == 1 and "%ar.1" in loop_bodies(HLO)[0]
+    counts = collective_counts(HLO)
+    assert counts["all-reduce"] == {
+        "instructions": 2,
+        "in_loop": 1,
+        "per_call": 4,  # 3 iterations + the asynchronous pair outside, counted once
+        "shapes": ["f32[8]{0}", "(f32[], f32[8]{0})"],
+    }
+    assert counts["all-gather"]["per_call"] == 3 and counts["reduce-scatter"]["instructions"] == 0
+    with pytest.raises(ValueError, match="known_trip_count"):
+        collective_counts(HLO.replace(', backend_config={"known_trip_count":{"n":"3"}}', ""))
+
+
+def test_the_two_pipeline_stages_are_the_model():
+    x, _ = load_digits_tensors()
+    model = make_digits_model(seed=0, **MODEL)
+    first, second = pipeline_stage_module(0, 2), pipeline_stage_module(1, 2)
+    assert torch.equal(second(first(x[:5])), model(x[:5]))
+    assert torch.equal(pipeline_stage_module(0, 1)(x[:5]), model(x[:5]))
+    both = [*first.parameters(), *second.parameters()]
+    assert all(torch.equal(a, b) for a, b in zip(both, model.parameters(), strict=True))
+    for bad in ((2, 2), (0, 3), (-1, 1)):
+        with pytest.raises(ValueError, match="num_stages"):
+            pipeline_stage_module(*bad)
+
+
+def test_source_line_cites_the_installed_file_and_line():
+    cited = source_line(torch.amp.autocast_mode.autocast.__exit__, "clear_autocast_cache")
+    path, line = cited.rsplit(":", 1)
+    assert path == "torch/amp/autocast_mode.py"
+    source = (Path(torch.__file__).parents[1] / path).read_text(encoding="utf-8").splitlines()
+    assert "clear_autocast_cache" in source[int(line) - 1]
+    with pytest.raises(ValueError, match="not in the source"):
+        source_line(torch.amp.autocast_mode.autocast.__exit__, "no such text")
+
+
+def test_fsdp_bf16_window_reports_the_assertion_and_unused_parameters():
+    x, y = load_digits_tensors()
+    window = [(x[k * 6 : (k + 1) * 6], y[k * 6 : (k + 1) * 6]) for k in range(3)]
+    assert fsdp_bf16_window(window, extra_on=[2])["outcome"].startswith("error: FSDP reduce-scatter expects uniform")
+    never = fsdp_bf16_window(window, extra_on=[])  # the extra layer gets no gradient at all: zeros, not an error
+    assert never["outcome"] == "ok" and not never["grads"][-(64 * 10 + 10) :].any()
+    first = fsdp_bf16_window(window, extra_on=[0])  # used before the synchronizing micro-step: no mixture
+    assert first["outcome"] == "ok" and first["grads"][-(64 * 10 + 10) :].any()
+
+
+def test_the_cuda_graph_check_runs_its_loop_and_refuses_a_missing_gpu():
+    eager = cudagraph_accumulation_check(device="cpu", compile_fn=lambda model: model)
+    assert eager["eager_bias_grad"] == pytest.approx(1.0) == eager["compiled_bias_grad"] and eager["error"] is None
+    if not torch.cuda.is_available():
+        with pytest.raises(RuntimeError, match="no CUDA device"):
+            cudagraph_accumulation_check()
+
+
+def test_the_launchers_refuse_bad_sizes_before_starting_anything():
+    with pytest.raises(ValueError, match="1797"):
+        run_parallel_lesson(micro_batch_size=64, n_microbatches=8)  # 2,048 digits for the data-parallel cases
+    with pytest.raises(ValueError, match="micro_batch_size"):
+        run_parallel_lesson(micro_batch_size=0)
+    with pytest.raises(ValueError, match="windows"):
+        run_parallel_lesson(windows=0)
+    with pytest.raises(ValueError, match="devices"):
+        run_jax_worker("gradacc.workers.jax_sharding", [], devices=0)

@@ -1,0 +1,89 @@
+"""Plausible wrong answers to exercises/11_parallel.ipynb (README: "Hidden checks"; tests/test_wrong_answers.py).
+
+Each ``# %% X.Y <mistake>`` cell is the solution cell a learner who made that mistake would write; it runs after the
+exercise's own import cell. Every one must lose check X.Y in the visible check and in the hidden check on every seed.
+"""
+# ruff: noqa: F811, F821 - each cell redefines the answer; torch and F come from the import cell
+
+
+# %% 11.1 the hand-written loop's habit: loss / (M x A) whatever scale_grads does (divided twice by default)
+def window_plan(micro_batch_size, n_microbatches, step_calls, world_size, loss_reduction, scale_grads):
+    per_sample = 1.0 if loss_reduction == "mean" else 1.0 / micro_batch_size
+    return {
+        "effective_batch_size": micro_batch_size * n_microbatches * step_calls * world_size,
+        "loss_factor": per_sample / (n_microbatches * step_calls),
+    }
+
+
+# %% 11.1 the schedule divides by M, so the loss only by the step() calls (torchtitan's bug: a moving average)
+def window_plan(micro_batch_size, n_microbatches, step_calls, world_size, loss_reduction, scale_grads):
+    per_sample = 1.0 if loss_reduction == "mean" else 1.0 / micro_batch_size
+    divisor = step_calls if scale_grads else n_microbatches * step_calls
+    return {
+        "effective_batch_size": micro_batch_size * n_microbatches * step_calls * world_size,
+        "loss_factor": per_sample / divisor,
+    }
+
+
+# %% 11.1 the effective batch of one rank (the data-parallel ranks forgotten)
+def window_plan(micro_batch_size, n_microbatches, step_calls, world_size, loss_reduction, scale_grads):
+    per_sample = 1.0 if loss_reduction == "mean" else 1.0 / micro_batch_size
+    if scale_grads:
+        factor = per_sample if step_calls == 1 else None
+    else:
+        factor = per_sample / (n_microbatches * step_calls)
+    return {"effective_batch_size": micro_batch_size * n_microbatches * step_calls, "loss_factor": factor}
+
+
+# %% 11.1 divided by the world size too (DDP already averages the ranks)
+def window_plan(micro_batch_size, n_microbatches, step_calls, world_size, loss_reduction, scale_grads):
+    per_sample = 1.0 if loss_reduction == "mean" else 1.0 / micro_batch_size
+    if scale_grads:
+        factor = per_sample / world_size if step_calls == 1 else None
+    else:
+        factor = per_sample / (n_microbatches * step_calls * world_size)
+    return {"effective_batch_size": micro_batch_size * n_microbatches * step_calls * world_size, "loss_factor": factor}
+
+
+# %% 11.1 a summed loss treated like a mean (the micro-batch's samples not divided out)
+def window_plan(micro_batch_size, n_microbatches, step_calls, world_size, loss_reduction, scale_grads):
+    if scale_grads:
+        factor = 1.0 if step_calls == 1 else None
+    else:
+        factor = 1.0 / (n_microbatches * step_calls)
+    return {"effective_batch_size": micro_batch_size * n_microbatches * step_calls * world_size, "loss_factor": factor}
+
+
+# %% 11.2 the lesson's loop unchanged: one autocast context around every window (stale bfloat16 weights)
+def train_bf16(model, optimizer, windows):
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        for window in windows:
+            items = sum(len(labels) for _, labels in window)
+            for inputs, labels in window:
+                loss = F.cross_entropy(model(inputs), labels, reduction="sum") / items
+                loss.backward()
+            optimizer.step()
+            optimizer.zero_grad()
+
+
+# %% 11.2 autocast per forward, but each micro-batch's mean loss (divided by its own size, not the window's)
+def train_bf16(model, optimizer, windows):
+    for window in windows:
+        for inputs, labels in window:
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                loss = F.cross_entropy(model(inputs), labels) / len(window)
+            loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+
+
+# %% 11.2 autocast per forward, but an optimizer step after every micro-batch
+def train_bf16(model, optimizer, windows):
+    for window in windows:
+        items = sum(len(labels) for _, labels in window)
+        for inputs, labels in window:
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                loss = F.cross_entropy(model(inputs), labels, reduction="sum") / items
+            loss.backward()
+            optimizer.step()
+            optimizer.zero_grad()
