@@ -29,7 +29,7 @@ command line (``tests/test_layout.py``).
 from .discover import discover, load_hidden, load_references, read_submission
 from .gradebook import STATUSES, Gradebook, GradingError, Reference, Row, Settings
 from .merge import match_solutions, merge_submission
-from .score import bench_grading, grade, read_journal, same_output, write_class
+from .score import bench_grading, bench_sandbox, grade, read_journal, same_output, write_class
 
 __all__ = [
     "STATUSES",
@@ -48,5 +48,6 @@ __all__ = [
     "grade",
     "read_journal",
     "bench_grading",
+    "bench_sandbox",
     "write_class",
 ]

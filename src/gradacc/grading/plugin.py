@@ -66,10 +66,8 @@ _state: dict = {"cells": {}, "events": [], "output_bytes": 0, "current": None, "
 
 
 def _save() -> None:
-    path = Path(_settings["capture"])
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(_state), encoding="utf-8")
-    os.replace(tmp, path)
+    # written in place: in a sandbox the file is bound from the grader's folder, and a rename onto it would fail
+    Path(_settings["capture"]).write_text(json.dumps(_state), encoding="utf-8")
 
 
 def _event(kind: str, detail: str = "") -> None:

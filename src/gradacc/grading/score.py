@@ -25,16 +25,22 @@ from .discover import Found, discover, load_references, read_submission
 from .gradebook import Gradebook, GradingError, Reference, Row, Settings, _code, _md, _num, _short
 from .merge import _flags, identify, match_solutions, merge_submission
 from .run import _calibrate, _run_merged
+from .sandbox import Sandbox, start_sandbox
 
 __all__ = [
     "same_output",
     "grade",
     "read_journal",
     "bench_grading",
+    "bench_sandbox",
     "write_class",
 ]
 
 
+SANDBOX_NONE_WARNING = (
+    "warning: --sandbox none: each student's code runs as your user, with your files, your network and no limit on "
+    "the processes it leaves behind (see the README's instructor's guide)"
+)
 _NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
 
 
@@ -181,19 +187,19 @@ def died_before_any_cell(run: NbvalRun, capture: dict) -> bool:
     return run.returncode not in (0, -9) and not capture.get("started")
 
 
-def calibrate_or_explain(ref: Reference, settings: Settings, seed: int, pool, log) -> str | None:
+def calibrate_or_explain(ref: Reference, settings: Settings, seed: int, pool, log, box: Sandbox) -> str | None:
     """Calibrate ``ref``'s hidden checks (``_calibrate``); after a failure, once more with twice the time limits.
 
     Returns ``None`` when calibrated, else why it could not be (the rows of its submissions are then ``ungraded``).
     """
     try:
-        _calibrate(ref, settings, seed, pool)
+        _calibrate(ref, settings, seed, pool, box)
         return None
     except GradingError as first:
         longer = dataclasses.replace(settings, timeout=2 * settings.timeout, cell_timeout=2 * settings.cell_timeout)
         log(f"warning: the reference {ref.name} failed under the grader; trying once more with twice the time limits")
         try:
-            _calibrate(ref, longer, seed, pool)
+            _calibrate(ref, longer, seed, pool, box)
             return None
         except GradingError as second:
             log(f"error: {ref.name}: its submissions are not graded: {_short(str(second), 600)}")
@@ -201,7 +207,7 @@ def calibrate_or_explain(ref: Reference, settings: Settings, seed: int, pool, lo
 
 
 def _grade_one(
-    student: str, path: Path, ref: Reference, refs: dict[str, Reference], seed: int, settings: Settings
+    student: str, path: Path, ref: Reference, refs: dict[str, Reference], seed: int, settings: Settings, box: Sandbox
 ) -> Row:
     row = Row(student, ref.name, "graded", max_points=ref.max_points, file=str(path))
     row.checks = {str(c["check"]): 0 for c in ref.checks}
@@ -219,10 +225,11 @@ def _grade_one(
     sources, notes = match_solutions(ref, nb, ids)
     row.flags = _flags(sources.values())
     merged, layout = merge_submission(ref, sources, seed)
-    run, capture = _run_merged(merged, ref.name, settings)
+    row.sandbox = box.label
+    run, capture = _run_merged(merged, ref.name, settings, box)
     if died_before_any_cell(run, capture):  # nothing of the student's ran: the machine's fault, not theirs
         notes.append(f"the kernel died before the first cell (nbval exit {run.returncode}); graded on a second try")
-        run, capture = _run_merged(merged, ref.name, settings)
+        run, capture = _run_merged(merged, ref.name, settings, box)
     row.message = "; ".join(notes)
     _score(ref, layout, run, capture, settings, row)
     row.feedback += [f"note: {_md(n)}" for n in notes]
@@ -263,6 +270,7 @@ def grade(
     log: Callable[[str], None] | None = None,
     journal: Path | None = None,
     resume: bool = False,
+    private: Sequence[Path] = (),
 ) -> Gradebook:
     """Grade every submission in ``submissions`` against the reference notebooks; see the module docstring.
 
@@ -274,7 +282,12 @@ def grade(
     under the grader (its own checks, or unstable hidden checks) is calibrated once more with twice the time limits;
     if it still fails, its submissions get ``ungraded`` rows, which are not journaled (``resume`` grades them).
     Raises ``GradingError`` when grading cannot start (bad folders, a broken hidden-checks file, a ``resume`` whose
-    journal has another seed).
+    journal has another seed, a sandbox that cannot start: see ``gradacc.grading.sandbox.start_sandbox``).
+
+    ``settings.sandbox``: every grading run (the reference's calibration runs too) in a bubblewrap sandbox
+    (``"bwrap"``) that cannot see ``reference``, ``hidden``, ``submissions``, ``journal`` nor the paths in
+    ``private`` (the gradebook, the feedback folder), or unisolated (``"none"``: a warning is logged); each row that
+    ran records which (``Row.sandbox``).
 
     ``journal``: a JSON-lines file that gets each graded notebook's row as soon as it is done (see ``read_journal``).
     With ``resume``, the rows already in it are kept (same student, exercise and file) and only the other notebooks
@@ -285,6 +298,12 @@ def grade(
     start = time.perf_counter()
     refs = load_references(reference, hidden, exercises)
     found = discover(submissions, refs)
+    secret = [Path(submissions), Path(reference), *([Path(hidden)] if hidden else []), *private]
+    box = start_sandbox(settings.sandbox, settings.scratch_mib, private=secret + ([journal] if journal else []))
+    if box.kind == "none":
+        log(SANDBOX_NONE_WARNING)
+    else:
+        log(f"sandbox: {box.label} per notebook; no network, none of your files")
     if exercises:
         selected = {n: r for n, r in refs.items() if n in exercises}
     elif all_exercises:
@@ -361,13 +380,13 @@ def grade(
             sink.write(json.dumps({"seed": seed}) + "\n")
             sink.flush()
     try:
-        return _grade_jobs(rows, jobs, selected, refs, seed, settings, progress, log, sink, start)
+        return _grade_jobs(rows, jobs, selected, refs, seed, settings, progress, log, sink, start, box)
     finally:
         if sink is not None:
             sink.close()
 
 
-def _grade_jobs(rows, jobs, selected, refs, seed, settings, progress, log, sink, start) -> Gradebook:
+def _grade_jobs(rows, jobs, selected, refs, seed, settings, progress, log, sink, start, box) -> Gradebook:
     needed = sorted({ref.name for _, _, ref in jobs})
     for name in selected:
         if not selected[name].hidden:
@@ -386,7 +405,8 @@ def _grade_jobs(rows, jobs, selected, refs, seed, settings, progress, log, sink,
         failed = {
             name: reason
             for name in needed
-            if selected[name].hidden and (reason := calibrate_or_explain(selected[name], settings, seed, pool, log))
+            if selected[name].hidden
+            and (reason := calibrate_or_explain(selected[name], settings, seed, pool, log, box))
         }
         for student, path, ref in [job for job in jobs if job[2].name in failed]:  # a row each, not journaled
             rows.append(
@@ -403,7 +423,7 @@ def _grade_jobs(rows, jobs, selected, refs, seed, settings, progress, log, sink,
                 )
             )
         jobs = [job for job in jobs if job[2].name not in failed]
-        futures = {pool.submit(_grade_one, s, p, ref, refs, seed, settings): (s, p, ref) for s, p, ref in jobs}
+        futures = {pool.submit(_grade_one, s, p, ref, refs, seed, settings, box): (s, p, ref) for s, p, ref in jobs}
         bar = None
         if progress and futures:
             from tqdm.auto import tqdm
@@ -436,7 +456,7 @@ def _grade_jobs(rows, jobs, selected, refs, seed, settings, progress, log, sink,
             bar.close()
     rows.sort(key=lambda r: (r.student, r.exercise, r.file))
     columns = sorted({str(c["check"]) for r in selected.values() for c in r.checks}, key=_check_key)
-    return Gradebook(rows, columns, seed, time.perf_counter() - start)
+    return Gradebook(rows, columns, seed, time.perf_counter() - start, box.label)
 
 
 def _check_key(check: str) -> tuple:
@@ -511,4 +531,32 @@ def bench_grading(
         "statuses": statuses,
         "points": sorted(r.points for r in book.rows),
         "grader_peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),  # Linux: KiB
+        "sandbox": book.sandbox,
     }
+
+
+def bench_sandbox(
+    reference: Path, exercise: str, n: int = 30, *, hidden: Path | None = None, settings: Settings | None = None
+) -> dict:
+    """What the sandbox costs: the same ``n`` generated submissions (``write_class``) graded twice with one hidden-check
+    seed, first unisolated (``sandbox="none"``), then in the ``bwrap`` sandbox.
+
+    Returns ``{"none": bench_grading(...), "bwrap": bench_grading(...), "per_notebook_ratio", "cpu_ratio",
+    "wall_ratio"}``: each ratio is bwrap / none (1.05 = 5 % slower in the sandbox). On a shared machine the load can
+    change between the two runs: each run reports its load average.
+    """
+    settings = settings or Settings()
+    settings = dataclasses.replace(
+        settings, seed=settings.seed if settings.seed is not None else secrets.randbelow(2**31)
+    )
+    runs = {
+        kind: bench_grading(reference, exercise, n, hidden=hidden, settings=dataclasses.replace(settings, sandbox=kind))
+        for kind in ("none", "bwrap")
+    }
+    ratios = {
+        f"{key.removesuffix('_s')}_ratio": round(runs["bwrap"][key] / runs["none"][key], 3)
+        if runs["none"][key]
+        else None
+        for key in ("per_notebook_s", "cpu_s", "wall_s")
+    }
+    return {**runs, **ratios}
