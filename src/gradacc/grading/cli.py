@@ -8,9 +8,10 @@ import os
 import sys
 from pathlib import Path
 
+from .bench import bench_grading, bench_sandbox, write_class
 from .gradebook import GradingError, Settings
 from .sandbox import SANDBOXES
-from .score import SANDBOX_NONE_WARNING, bench_grading, bench_sandbox, grade, write_class
+from .score import SANDBOX_NONE_WARNING, grade
 
 __all__ = [
     "add_cli",
