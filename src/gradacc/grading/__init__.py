@@ -23,9 +23,9 @@ Statuses (the gradebook's ``status`` column): see ``STATUSES``.
 
 Modules: ``discover`` (references, hidden checks, submissions), ``merge`` (answers into the reference), ``run`` (the
 separate nbval process, with ``plugin`` inside it), ``sandbox`` (where that process runs), ``score`` (checks,
-``grade``), ``bench`` (``gradacc grade-bench``), ``gradebook`` (rows, CSV, feedback), ``cli`` (``gradacc grade``). Grading may import the course's notebook tools
-(``gradacc.course``) and nothing of the lessons' teaching modules; nothing outside ``grading`` imports it except the
-command line (``tests/test_layout.py``).
+``grade``), ``bench`` (``gradacc grade-bench``), ``gradebook`` (rows, CSV, feedback), ``cli`` (``gradacc grade``).
+Grading may import the course's notebook tools (``gradacc.course``) and nothing of the lessons' teaching modules;
+nothing outside ``grading`` imports it except the command line (``tests/test_layout.py``).
 """
 
 from .bench import bench_grading, bench_sandbox, write_class

@@ -10,8 +10,8 @@ from pathlib import Path
 
 from .bench import bench_grading, bench_sandbox, write_class
 from .gradebook import GradingError, Settings
-from .sandbox import SANDBOXES
-from .score import SANDBOX_NONE_WARNING, grade
+from .sandbox import SANDBOX_NONE_WARNING, SANDBOXES
+from .score import grade
 
 __all__ = [
     "add_cli",

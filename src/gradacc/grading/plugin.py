@@ -8,9 +8,10 @@ starts. In that process, before the kernel exists, it:
   counts anonymous ``mmap`` in it since 4.7, so numpy and torch allocations fail with ``MemoryError`` /
   ``RuntimeError: ... can't allocate memory`` instead of swapping the machine), ``RLIMIT_FSIZE`` (largest file the
   kernel may write) and ``RLIMIT_CORE = 0``;
-* dies with the grader: ``PR_SET_PDEATHSIG`` (Linux) sends this process SIGKILL when the grader that started it dies
-  (a killed ``gradacc grade``, later resumed with ``--resume``), and its kernel, whose parent this process is, then
-  exits by itself (ipykernel polls its parent); nothing of a killed run keeps running;
+* dies with the grader (unsandboxed runs; in the sandbox, bubblewrap's ``--die-with-parent`` and the pid namespace
+  do it): ``PR_SET_PDEATHSIG`` (Linux) sends this process SIGKILL when the grader that started it dies (a killed
+  ``gradacc grade``, later resumed with ``--resume``), and its kernel, whose parent this process is, then exits by
+  itself (ipykernel polls its parent); nothing of a killed run keeps running;
 * sends the kernel's own stdout/stderr file descriptors to ``/dev/null`` (nbval already does it for stderr), so a
   kernel writing straight to fd 1 cannot flood the grader's pipe;
 * counts the bytes of every IOPub output message (stream text, display data, errors) as it arrives, also while nbval

@@ -46,13 +46,18 @@ from pathlib import Path
 
 from .gradebook import GradingError
 
-__all__ = ["SANDBOXES", "PASSED_ENV", "ETC_FILES", "Sandbox", "start_sandbox"]
+__all__ = ["SANDBOXES", "SANDBOX_NONE_WARNING", "PASSED_ENV", "ETC_FILES", "Sandbox", "start_sandbox"]
 
 SANDBOXES: dict[str, str] = {
     "bwrap": "bubblewrap: no network, no view of your files or other students', its own pid namespace, a size-capped "
     "scratch folder (the default)",
     "none": "no isolation: the student's code runs as your user, with your files and network (choose it knowingly)",
 }
+SANDBOX_NONE_WARNING = (
+    "warning: --sandbox none: each student's code runs as your user, with your files, your network and no limit on "
+    "the processes it leaves behind (see the README's instructor's guide)"
+)
+"""What ``gradacc grade`` prints at the start and at the end of an unsandboxed run."""
 PASSED_ENV = ("PATH", "LANG", "LANGUAGE", "TZ", "PYTHONPATH", "PYTHONHASHSEED", "PYTHONDONTWRITEBYTECODE")
 """Variables of the grader's environment a sandboxed run keeps (plus ``LC_*``); every other one is dropped."""
 ETC_FILES = (

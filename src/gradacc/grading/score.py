@@ -20,7 +20,7 @@ from .discover import Found, discover, load_references, read_submission
 from .gradebook import Gradebook, GradingError, Reference, Row, Settings, _code, _md, _num, _short
 from .merge import _flags, identify, match_solutions, merge_submission
 from .run import _calibrate, _run_merged
-from .sandbox import Sandbox, start_sandbox
+from .sandbox import SANDBOX_NONE_WARNING, Sandbox, start_sandbox
 
 __all__ = [
     "same_output",
@@ -29,10 +29,6 @@ __all__ = [
 ]
 
 
-SANDBOX_NONE_WARNING = (
-    "warning: --sandbox none: each student's code runs as your user, with your files, your network and no limit on "
-    "the processes it leaves behind (see the README's instructor's guide)"
-)
 _NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
 
 
