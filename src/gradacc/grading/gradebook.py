@@ -123,8 +123,8 @@ class Row:
     """check -> ``"passed"`` or what went wrong in its hidden checks, recorded even when the visible check failed (for
     the instructor's record in the CSV; the student's feedback names only the first reason a check lost its points)"""
     sandbox: str = ""
-    """how the notebook's code was isolated (``Sandbox.label``: ``bwrap 0.8.0, 256 MiB scratch`` or ``none``); empty
-    when none of it ran (an invalid notebook, a missing file ...)"""
+    """how the notebook's code was isolated (``Sandbox.label``: ``bubblewrap 0.8.0, 256 MiB scratch`` or ``none``);
+    empty when none of it ran (an invalid notebook, a missing file ...)"""
 
 
 @dataclass

@@ -12,9 +12,11 @@ command of one grading run (``pytest --nbval-lax`` and, under it, the kernel) in
   its journal, the feedback folder and every submission are simply not there. ``start_sandbox`` refuses to start
   when a folder it would show contains one of them (``PYTHONPATH=.`` in the course folder, say);
 * one writable folder, the run's working folder (same path as outside), a ``tmpfs`` of ``scratch_mib`` MiB
-  (bubblewrap's ``--size``): HOME and TMPDIR point into it. The merged notebook is bound into it read-only and the
-  few files the grader reads back (the plugin's capture, pytest's JUnit XML, the runner's result) read-write: those
-  are the only files of the machine's disk that the run can write, each capped by ``RLIMIT_FSIZE``;
+  (bubblewrap's ``--size``; it caps bytes, not the number of empty files): HOME and TMPDIR point into it, and
+  ``/dev/shm`` (POSIX semaphores, shared memory) is a second one of the same size. The merged notebook is bound into
+  it read-only and the few files the grader reads back (the plugin's capture, pytest's JUnit XML, the runner's
+  result) read-write: those are the only files of the machine's disk that the run can write, each capped by
+  ``RLIMIT_FSIZE``;
 * its own pid namespace: when the grading process ends, the kernel ends the namespace's init and every process left
   in it (double fork and ``setsid`` included) is killed; ``--die-with-parent`` does the same when the grader dies;
 * no capabilities (``--cap-drop ALL``, also when the grader runs as root), ``no_new_privs``, no nested user
@@ -103,7 +105,7 @@ class Sandbox:
 
     @property
     def label(self) -> str:
-        """What a gradebook row records: ``bwrap 0.8.0, 256 MiB scratch`` or ``none``."""
+        """What a gradebook row records: ``bubblewrap 0.8.0, 256 MiB scratch`` or ``none``."""
         return "none" if self.kind == "none" else f"{self.version}, {self.scratch_mib} MiB scratch"
 
     def wrap(
