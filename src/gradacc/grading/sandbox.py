@@ -17,8 +17,9 @@ command of one grading run (``pytest --nbval-lax`` and, under it, the kernel) in
   it read-only and the few files the grader reads back (the plugin's capture, pytest's JUnit XML, the runner's
   result) read-write: those are the only files of the machine's disk that the run can write, each capped by
   ``RLIMIT_FSIZE``;
-* its own pid namespace: when the grading process ends, the kernel ends the namespace's init and every process left
-  in it (double fork and ``setsid`` included) is killed; ``--die-with-parent`` does the same when the grader dies;
+* its own pid namespace, whose init is the grading process (``--as-pid-1``): when it ends, the kernel kills every
+  process left in it (double fork and ``setsid`` included) before ``bwrap`` exits; ``--die-with-parent`` does the
+  same when the grader dies;
 * no capabilities (``--cap-drop ALL``, also when the grader runs as root), ``no_new_privs``, no nested user
   namespaces (``--disable-userns``), its own session (``--new-session``), IPC, UTS and cgroup namespaces; the
   environment is cleared to ``PASSED_ENV`` (no tokens or keys of the instructor's shell);
@@ -137,7 +138,11 @@ class Sandbox:
 
 def _base_args() -> list[str]:
     """Namespaces, capabilities and the read-only system part of the root."""
-    args = ["--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent", "--new-session"]
+    # --as-pid-1: the grading process is the namespace's init, so when it exits the kernel kills every other process
+    # in it before bwrap can report the exit (with bwrap's own init in between, bwrap 0.8.0 reports the exit as soon
+    # as the grading process ends, bubblewrap.c do_init(), and a process left behind died a moment later, after the
+    # run; the grader also got none of the run's CPU time back through wait())
+    args = ["--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent", "--new-session", "--as-pid-1"]
     args += ["--cap-drop", "ALL", "--hostname", "localhost", "--proc", "/proc", "--dev", "/dev"]
     for name in _SYSTEM:
         path = Path("/") / name
