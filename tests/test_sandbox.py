@@ -12,8 +12,10 @@ attack lets it) and first tries one thing the sandbox must stop:
 * ``filler``: 100,000 small files.
 
 What each attack saw inside is read from its solution cell's captured stdout (``run_nbval`` is wrapped to keep each
-run's capture and the grader's folder as it was when the run ended); what it did outside is checked outside. Each
-assertion fails with ``--sandbox none``, where every one of these attacks works (see the README's instructor's guide).
+run's capture and the grader's folder as it was when the run ended); what it did outside is checked outside. With
+``--sandbox none`` every one of these attacks succeeds (tried once by hand: the listener received the bytes, the
+reader copied the reference's answer and scored 5, both files were rewritten, the neighbour's notebook overwritten,
+the daemon still alive after the run, 100,000 files on the disk), so each assertion here would fail without it.
 """
 
 from __future__ import annotations
