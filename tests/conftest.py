@@ -30,6 +30,42 @@ def root() -> Path:
     return ROOT
 
 
+def ensure_bwrap() -> str:
+    """The grader's default sandbox works here: bubblewrap is installed from Debian with apt-get if missing (as
+    tests/test_browser.py installs chromium) and starts. Fails, never skips, when it cannot. Returns its row label."""
+    import shutil
+
+    from gradacc.grading import GradingError
+    from gradacc.grading.sandbox import start_sandbox
+
+    if shutil.which("bwrap") is None:
+        if shutil.which("apt-get") is None:
+            pytest.fail("bwrap is not installed and there is no apt-get to install it: install bubblewrap")
+        sudo = [] if os.geteuid() == 0 else ["sudo", "-n"]
+        env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+        wait = ["-o", "DPkg::Lock::Timeout=300"]  # the other xdist worker may be installing chromium
+        for command in (
+            ["apt-get", *wait, "update", "-q"],
+            ["apt-get", *wait, "install", "-y", "-q", "--no-install-recommends", "bubblewrap"],
+        ):
+            proc = subprocess.run(sudo + command, capture_output=True, text=True, env=env, timeout=900)
+            if proc.returncode != 0:
+                pytest.fail(
+                    f"could not install bubblewrap: `{' '.join(sudo + command)}` exited {proc.returncode}\n"
+                    f"{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}"
+                )
+    try:
+        return start_sandbox("bwrap").label
+    except GradingError as error:
+        pytest.fail(f"the grader's sandbox cannot start here: {error}")
+
+
+@pytest.fixture(scope="session")
+def bwrap() -> str:
+    """``ensure_bwrap()`` once per test process: for the tests that grade with the default sandbox."""
+    return ensure_bwrap()
+
+
 def _append(record: dict) -> None:
     path = os.environ.get(_REPORT_ENV)
     if path:

@@ -81,8 +81,10 @@ def test_the_grading_commands_score_a_solution_and_an_unanswered_exercise(tmp_pa
     steps = flow["jobs"]["autograding"]["steps"]
     shutil.copy(ROOT / notebook / f"{EXERCISE}.ipynb", tmp_path / f"{EXERCISE}.ipynb")  # the student's repository
     grading = next(s for s in steps if s.get("name") == "Grade the notebook (visible checks)")
+    assert "--sandbox none" in grading["run"]  # knowingly: the student's own throwaway runner (no bwrap needed there)
     done = _run_step(grading["run"], tmp_path)
     assert done.returncode == 0 and (tmp_path / ".autograding" / "gradebook.csv").exists(), done.stderr[-2000:]
+    assert "warning: --sandbox none: each student's code runs as your user" in done.stderr
     earned = 0
     for step in (s for s in steps if s.get("id", "").startswith("check-")):
         result = _run_step(step["with"]["command"], tmp_path)

@@ -11,9 +11,11 @@ from __future__ import annotations
 import contextlib
 import copy
 import csv
+import dataclasses
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -43,7 +45,8 @@ from gradacc.grading import (
 
 # One xdist worker runs this whole module (Makefile: --dist loadgroup): the leftover-process check below looks for any
 # process in a grading folder, so a second grading run at the same time would look like a leftover.
-pytestmark = pytest.mark.xdist_group("grading")
+# Every grade() here runs in the default sandbox (bubblewrap, installed by the `bwrap` fixture when missing).
+pytestmark = [pytest.mark.xdist_group("grading"), pytest.mark.usefixtures("bwrap")]
 
 WEIGHTED = "def weighted_mean(values, weights):\n    ### BEGIN SOLUTION\n    return sum(v * w for v, w in zip(values, weights)) / sum(weights)\n    ### END SOLUTION\n"
 ACCUMULATED = "def accumulated_mean(chunks):\n    ### BEGIN SOLUTION\n    return sum(sum(c) for c in chunks) / sum(len(c) for c in chunks)\n    ### END SOLUTION\n"
@@ -413,10 +416,14 @@ def test_tampering_with_the_kernel_earns_nothing(book):
 
 
 def _started_here(process) -> bool:
-    """Whether ``process`` was started by this test process: it inherited this session's report file and xdist worker
-    id. (Issue 11: the scan once counted a kernel that the OTHER xdist worker's grading test was still running.)"""
+    """Whether ``process`` was started by this test process: its working folder is a grading folder of this process
+    (``gradacc-grade-<pid>-``; a sandboxed run keeps none of our environment), or it inherited this session's report
+    file and xdist worker id (an unsandboxed run of a ``gradacc grade`` child process). (Issue 11: the scan once
+    counted a kernel that the OTHER xdist worker's grading test was still running.)"""
     mine = {key: os.environ.get(key) for key in ("GRADACC_TEST_REPORT", "PYTEST_XDIST_WORKER")}
     try:
+        if f"gradacc-grade-{os.getpid()}-" in process.cwd():
+            return True
         environ = process.environ()
     except psutil.Error:
         return False
@@ -755,7 +762,9 @@ def test_grade_bench_writes_a_class_to_grade(corpus, tmp_path, capsys):
 
 def test_a_killed_run_resumes_and_grades_only_what_has_no_row(corpus, tmp_path, capsys):
     """A real `gradacc grade` process, killed (SIGKILL, its whole group) after its journal holds a row; `--resume`
-    keeps those rows (same seconds: not graded again) and grades the rest; every student ends with one row."""
+    keeps those rows (same seconds: not graded again) and grades the rest; every student ends with one row. All of
+    it in the default sandbox: s1's code sees the file it waits on only because its folder is on the grader's
+    PYTHONPATH (shown read-only), and the killed grader's bwrap, runner and kernel all die with it."""
     import signal
     import time
 
@@ -764,7 +773,8 @@ def test_a_killed_run_resumes_and_grades_only_what_has_no_row(corpus, tmp_path, 
     solution = small_solution_02()
     answer = {c.id: c.source for c in solution.cells if "solution" in c.metadata.get("tags", [])}
     students = [f"s{i}" for i in range(6)]
-    hold = tmp_path / "hold"  # s1's notebook waits while this file exists: the run is killed in the middle of it
+    hold = tmp_path / "visible" / "hold"  # s1's notebook waits while this file exists: killed in the middle of it
+    hold.parent.mkdir()
     hold.touch()
     waiting = {
         k: f"import os, time\nwhile os.path.exists({str(hold)!r}):\n    time.sleep(0.2)\n{v}" for k, v in answer.items()
@@ -783,23 +793,28 @@ def test_a_killed_run_resumes_and_grades_only_what_has_no_row(corpus, tmp_path, 
         start_new_session=True,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
+        env={**os.environ, "PYTHONPATH": str(hold.parent)},
     )
     try:
-        for _poll in range(1200):  # up to about 4 minutes
-            if journal.exists() and len(journal.read_text().splitlines()) >= 2:  # the seed and one row
-                break
+        for _poll in range(1200):  # up to about 4 minutes: the seed and one row, and s1's kernel waiting on `hold`
+            if journal.exists() and len(journal.read_text().splitlines()) >= 2:
+                family = psutil.Process(run.pid).children(recursive=True)  # bwrap, its nbval runner and kernel
+                with contextlib.suppress(psutil.Error):  # one may be between fork and exec, or gone
+                    commands = [p.cmdline() for p in family]
+                    if any(c[:1] == [shutil.which("bwrap")] for c in commands) and any(
+                        "ipykernel_launcher" in c for c in commands
+                    ):
+                        break
             if run.poll() is not None:
                 pytest.fail(f"the run ended before its first row: {run.stderr.read()[-2000:]}")
             time.sleep(0.2)
         else:
-            pytest.fail("no row in the journal after 1200 polls")
-        family = psutil.Process(run.pid).children(recursive=True)  # its nbval runner and that runner's kernel
+            pytest.fail("no row in the journal and s1's sandboxed kernel after 1200 polls")
     finally:
         os.killpg(run.pid, signal.SIGKILL)  # the grader's own group: its runners have sessions of their own
         run.wait()
-    assert family, "the run was killed between two notebooks"
-    _, alive = psutil.wait_procs(family, timeout=30)  # s1's runner and kernel, waiting on `hold`
-    assert alive == [], f"a killed grader left {alive} running"  # PR_SET_PDEATHSIG, then ipykernel's parent poller
+    _, alive = psutil.wait_procs(family, timeout=30)  # s1's bwrap, runner and kernel, waiting on `hold`
+    assert alive == [], f"a killed grader left {alive} running"  # bwrap --die-with-parent, then the pid namespace
     hold.unlink()
     assert not out.exists()  # killed before it could write the gradebook
     seed, before = read_journal(journal)
@@ -814,6 +829,7 @@ def test_a_killed_run_resumes_and_grades_only_what_has_no_row(corpus, tmp_path, 
     with out.open() as f:
         rows = {r["student"]: r for r in csv.DictReader(f)}
     assert sorted(rows) == students and all(r["status"] == "graded" for r in rows.values())
+    assert all(r["sandbox"].startswith("bubblewrap ") for r in rows.values()), rows
     assert [rows[s]["points"] for s in students] == ["0", "1"] * 3
     _, after = read_journal(journal)
     assert sorted(r.student for r in after) == students  # every row once: s0, kept from the killed run, not regraded
@@ -837,7 +853,9 @@ if marker and "JPY_PARENT_PID" in os.environ:  # a Jupyter kernel, started by ju
 @pytest.mark.parametrize("exercise", ["01_small", "02_small"])
 def test_a_kernel_that_dies_on_start_up_is_started_again(tmp_path, monkeypatch, exercise):
     """01_small has hidden checks: the first kernel is a calibration run of the reference (retried with twice the
-    limits). 02_small has none: the first kernel is the student's (started again once, noted in the row)."""
+    limits). 02_small has none: the first kernel is the student's (started again once, noted in the row).
+
+    Unsandboxed (``--sandbox none``): the injected fault needs a file shared by two runs, which the sandbox forbids."""
     solutions, hidden, subs = tmp_path / "solutions", tmp_path / "hidden", tmp_path / "subs"
     _write(small_solution_01(), solutions / "01_small.ipynb")
     _write(small_solution_02(), solutions / "02_small.ipynb")
@@ -853,11 +871,13 @@ def test_a_kernel_that_dies_on_start_up_is_started_again(tmp_path, monkeypatch, 
     monkeypatch.setenv("PYTHONPATH", f"{site}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
     monkeypatch.setenv("GRADACC_TEST_KERNEL_DIES_ONCE", str(marker))
     logged = []
-    book = grade(subs, solutions, hidden=hidden, settings=SETTINGS, progress=False, log=logged.append)
+    unsandboxed = dataclasses.replace(SETTINGS, sandbox="none")
+    book = grade(subs, solutions, hidden=hidden, settings=unsandboxed, progress=False, log=logged.append)
     assert marker.exists(), "no kernel died: the fault was not injected"
     (row,) = book.rows
     print(f"{exercise}: {row.status} {row.points}/{row.max_points}; {row.message}; log {logged}")
-    assert (row.status, row.points) == ("graded", row.max_points)
+    assert (row.status, row.points, row.sandbox) == ("graded", row.max_points, "none")
+    assert any(line.startswith("warning: --sandbox none: each student's code runs as your user") for line in logged)
     if exercise == "01_small":
         assert any("trying once more with twice the time limits" in line for line in logged)
     else:

@@ -66,6 +66,7 @@ def test_a_saved_wrong_notebook_fails_its_self_check_and_says_why(tmp_path):
     assert "\x1b[" not in run.output
 
 
+@pytest.mark.usefixtures("bwrap")  # grade() with the default sandbox
 def test_a_fixed_answer_passes_without_re_running_its_check_and_agrees_with_the_grade(tmp_path):
     """The newcomer's sequence: a wrong 2.1 run and saved, then the right code written into both answer cells and saved
     WITHOUT running the check cells again. The self-check passes (it judges the code), and the grader gives the same
@@ -80,4 +81,4 @@ def test_a_fixed_answer_passes_without_re_running_its_check_and_agrees_with_the_
     book = grade(tmp_path, ROOT / "solutions", hidden=ROOT / "hidden", progress=False, log=lambda _: None)
     (row,) = book.rows
     print(f"self-check: passed; grade: {row.points}/{row.max_points} ({row.status})")
-    assert (row.status, row.points, row.max_points) == ("graded", 6, 6)
+    assert (row.status, row.points, row.max_points) == ("graded", 6, 6) and row.sandbox.startswith("bubblewrap ")

@@ -289,6 +289,8 @@ def run_nbval(
     preexec_fn=None,
     max_output_bytes: int | None = None,
     python: str | None = None,
+    workdir: Path | None = None,
+    wrap=None,
 ) -> NbvalRun:
     """Run ``pytest --nbval`` (or ``--nbval-lax``) on one notebook in a separate process.
 
@@ -305,10 +307,15 @@ def run_nbval(
             dropped, so a flood cannot fill the caller's memory); ``output_bytes`` counts them all. ``None``: keep all.
         python: the interpreter that runs pytest and the kernel (``--nbval-current-env``); it needs pytest and nbval.
             Default: this one (``sys.executable``).
+        workdir: the folder for the runner's result file and JUnit XML (default: a temporary folder of its own).
+        wrap: ``wrap(argv, env, writable) -> (argv, env)``, the command that runs the runner instead (a sandbox,
+            ``gradacc.grading.sandbox.Sandbox.wrap`` with its working folder bound): ``env`` holds only the variables
+            given here, ``writable`` the two files the runner writes (created empty in ``workdir`` first).
     """
     notebook = Path(notebook).resolve()
     with tempfile.TemporaryDirectory(prefix="gradacc-nbval-") as tmp:
-        result_file, junit = Path(tmp) / "result.json", Path(tmp) / "junit.xml"
+        folder = Path(workdir or tmp)
+        result_file, junit = folder / "result.json", folder / "junit.xml"
         args = [
             python or sys.executable,
             "-c",
@@ -330,13 +337,18 @@ def run_nbval(
             *extra_args,
             str(notebook),
         ]
+        full_env = {**os.environ, **(env or {})}
+        if wrap is not None:
+            for path in (result_file, junit):
+                path.write_bytes(b"")
+            args, full_env = wrap(args, env or {}, [result_file, junit])
         start = time.perf_counter()
         proc = subprocess.Popen(
             args,
             cwd=cwd or notebook.parent,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
-            env={**os.environ, **(env or {})},
+            env=full_env,
             start_new_session=True,
             preexec_fn=preexec_fn,
         )
@@ -352,8 +364,10 @@ def run_nbval(
         returncode = -9 if timed_out else proc.returncode
         wall = time.perf_counter() - start
         peak_kib = 0
-        if result_file.exists():
-            peak_kib = json.loads(result_file.read_text())["peak_kib"]
+        try:  # the runner's last words; empty when it was killed (and, in a sandbox, writable by the kernel)
+            peak_kib = float(json.loads(result_file.read_text())["peak_kib"])
+        except (OSError, ValueError, KeyError, TypeError):
+            pass
         return NbvalRun(
             returncode,
             wall,

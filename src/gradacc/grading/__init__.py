@@ -11,7 +11,9 @@ Nothing a student can edit decides a score. For every (student, exercise) the gr
    ``load_hidden``) are inserted right after the check cell they belong to;
 4. runs that merged notebook with ``pytest --nbval-lax`` in a separate process (``gradacc.course.notebooks.run_nbval``) in a
    temporary folder, with a wall-clock limit per notebook and per cell, a memory limit, a cap on output size and a
-   watchdog on the kernel (``gradacc.grading.plugin``), several submissions in parallel;
+   watchdog on the kernel (``gradacc.grading.plugin``), that process and its kernel inside a bubblewrap sandbox (no
+   network, none of the instructor's files or other students', a size-capped scratch folder, its own pid namespace:
+   ``gradacc.grading.sandbox``), several submissions in parallel;
 5. scores each check: its points when nbval passed the reference's check cell AND every hidden check of it printed
    exactly what the reference solution printed for the same inputs (drawn from a seed chosen at grading time; the
    expected text is measured by running the reference itself twice before grading, and never enters a student's
@@ -20,16 +22,17 @@ Nothing a student can edit decides a score. For every (student, exercise) the gr
 Statuses (the gradebook's ``status`` column): see ``STATUSES``.
 
 Modules: ``discover`` (references, hidden checks, submissions), ``merge`` (answers into the reference), ``run`` (the
-separate nbval process, with ``plugin`` inside it), ``score`` (checks, ``grade``, ``bench_grading``), ``gradebook``
-(rows, CSV, feedback), ``cli`` (``gradacc grade``). Grading may import the course's notebook tools
-(``gradacc.course``) and nothing of the lessons' teaching modules; nothing outside ``grading`` imports it except the
-command line (``tests/test_layout.py``).
+separate nbval process, with ``plugin`` inside it), ``sandbox`` (where that process runs), ``score`` (checks,
+``grade``), ``bench`` (``gradacc grade-bench``), ``gradebook`` (rows, CSV, feedback), ``cli`` (``gradacc grade``).
+Grading may import the course's notebook tools (``gradacc.course``) and nothing of the lessons' teaching modules;
+nothing outside ``grading`` imports it except the command line (``tests/test_layout.py``).
 """
 
+from .bench import bench_grading, bench_sandbox, write_class
 from .discover import discover, load_hidden, load_references, read_submission
 from .gradebook import STATUSES, Gradebook, GradingError, Reference, Row, Settings
 from .merge import match_solutions, merge_submission
-from .score import bench_grading, grade, read_journal, same_output, write_class
+from .score import grade, read_journal, same_output
 
 __all__ = [
     "STATUSES",
@@ -48,5 +51,6 @@ __all__ = [
     "grade",
     "read_journal",
     "bench_grading",
+    "bench_sandbox",
     "write_class",
 ]

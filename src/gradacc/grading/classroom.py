@@ -5,9 +5,11 @@ What runs where (the choice, and its trade-off):
 
 * **On every student push (GitHub Actions, in the student's repository)**: the workflow clones the public course
   repository (or a fork) at a pinned ref, installs its pinned requirements with the CPU build of torch into an
-  environment cached between pushes (keyed by the pins), grades the student's notebook with ``gradacc grade --no-hidden`` against
-  the course's ``solutions/`` (one notebook run for all checks), and then one ``autograding-command-grader`` step per
-  check asks ``gradacc classroom points`` whether that check earned its points: the step's ``max-score`` is the
+  environment cached between pushes (keyed by the pins), grades the student's notebook with ``gradacc grade
+  --no-hidden`` against the course's ``solutions/`` (one notebook run for all checks, ``--sandbox none``: the runner
+  is a throwaway machine holding only the student's own repository and the public course, and the student can edit
+  the workflow anyway), and then one ``autograding-command-grader`` step per check asks ``gradacc classroom points``
+  whether that check earned its points: the step's ``max-score`` is the
   check's points (a bonus check's step is named "(bonus)"; GitHub counts its points in the total it shows, the
   gradebook on top of the maximum). Students get feedback within minutes, per check, in GitHub Classroom.
 * **For the grades that count (the instructor's machine)**: ``gradacc grade`` with the hidden checks, on the
@@ -107,8 +109,11 @@ def classroom_workflow(
         "        run: |",
         "          mkdir -p .autograding/submission/you",
         '          cp "$EXERCISE.ipynb" .autograding/submission/you/',
+        "          # --sandbox none, knowingly: this runner is a throwaway VM of the student's own repository, holding",
+        "          # only this repository and the public course (nothing the student cannot read already), and the",
+        "          # student can edit this workflow anyway. The grades that count come from the instructor's sandbox.",
         '          gradacc grade .autograding/submission --reference "$COURSE/solutions" --no-hidden \\',
-        f'            --exercise "$EXERCISE" --out {_GRADEBOOK} --quiet --workers 1 || true',
+        f'            --exercise "$EXERCISE" --out {_GRADEBOOK} --quiet --workers 1 --sandbox none || true',
     ]
     for check, points, bonus in checks:
         name = f"Exercise {check}" + (" (bonus)" if bonus else "")

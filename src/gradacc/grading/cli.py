@@ -8,8 +8,10 @@ import os
 import sys
 from pathlib import Path
 
+from .bench import bench_grading, bench_sandbox, write_class
 from .gradebook import GradingError, Settings
-from .score import bench_grading, grade, write_class
+from .sandbox import SANDBOX_NONE_WARNING, SANDBOXES
+from .score import grade
 
 __all__ = [
     "add_cli",
@@ -30,6 +32,8 @@ def _settings_from(args: argparse.Namespace) -> Settings:
         max_output_kib=args.max_output_kib,
         workers=args.workers,
         seed=args.seed,
+        sandbox=args.sandbox,
+        scratch_mib=args.scratch_mib,
     )
 
 
@@ -57,6 +61,7 @@ def _cmd_grade(args: argparse.Namespace) -> int:
             progress=not args.quiet,
             journal=Path(args.out + ".journal.jsonl"),
             resume=args.resume,
+            private=[Path(args.out)] + ([Path(args.feedback)] if args.feedback else []),
         )
         book.write_csv(Path(args.out))
         if args.feedback:
@@ -73,8 +78,10 @@ def _cmd_grade(args: argparse.Namespace) -> int:
     rss_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux reports KiB
     print(
         f"wrote {args.out}: {len(book.rows)} rows ({summary}) in {book.wall_s:.1f} s; hidden-check seed {book.seed}; "
-        f"grader peak RSS {rss_mib:.0f} MiB (each notebook runs in its own limited process)"
+        f"grader peak RSS {rss_mib:.0f} MiB (each notebook runs in its own limited process); sandbox {book.sandbox}"
     )
+    if book.sandbox == "none":
+        print(SANDBOX_NONE_WARNING, file=sys.stderr)
     if args.feedback:
         print(f"wrote feedback for {len({r.student for r in book.rows})} students to {args.feedback}")
     if counts.get("ungraded"):
@@ -98,13 +105,22 @@ def _cmd_bench(args: argparse.Namespace) -> int:
                 f"gradacc grade {args.write_class} --exercise {args.exercise}"
             )
             return 0
-        result = bench_grading(
+        bench = bench_sandbox if args.compare_sandbox else bench_grading
+        result = bench(
             Path(args.reference), args.exercise, args.n, hidden=_hidden_from(args), settings=_settings_from(args)
         )
     except (GradingError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     print(json.dumps(result))
+    if args.compare_sandbox:
+        none, bwrap = result["none"], result["bwrap"]
+        print(
+            f"seconds per notebook: {none['per_notebook_s']} without a sandbox, {bwrap['per_notebook_s']} in "
+            f"{bwrap['sandbox']}: ratio {result['per_notebook_ratio']}; CPU seconds {none['cpu_s']} -> "
+            f"{bwrap['cpu_s']} (ratio {result['cpu_ratio']}); load average {none['load_average_1min']} -> "
+            f"{bwrap['load_average_1min']}"
+        )
     return 0
 
 
@@ -118,6 +134,20 @@ def _limits(p: argparse.ArgumentParser) -> None:
     p.add_argument("--memory-mib", type=int, default=2048, help="memory limit per process in MiB (default 2048)")
     p.add_argument("--max-output-kib", type=int, default=2048, help="output cap per notebook in KiB (default 2048)")
     p.add_argument("--seed", type=int, help="seed of the hidden checks' inputs (default: random per run)")
+    p.add_argument(
+        "--sandbox",
+        choices=list(SANDBOXES),
+        default="bwrap",
+        help="how each notebook is isolated: "
+        + "; ".join(f"{k}: {v}" for k, v in SANDBOXES.items())
+        + ". Where bwrap cannot start, grading stops with the fix",
+    )
+    p.add_argument(
+        "--scratch-mib",
+        type=int,
+        default=256,
+        help="size of each sandboxed notebook's only writable folder (a tmpfs in memory), in MiB (default 256)",
+    )
 
 
 def add_cli(subparsers) -> None:
@@ -153,6 +183,11 @@ def add_cli(subparsers) -> None:
         "--write-class",
         metavar="DIR",
         help="only write the generated submissions into DIR (one folder per student) to grade with `gradacc grade`",
+    )
+    b.add_argument(
+        "--compare-sandbox",
+        action="store_true",
+        help="grade the class twice, without a sandbox and in bwrap, and print seconds per notebook as a ratio",
     )
     _limits(b)
     b.set_defaults(func=_cmd_bench)

@@ -55,6 +55,8 @@ class Settings:
         workers: notebooks run at the same time (default: the number of cores).
         seed: seed of the hidden checks' inputs (default: a fresh random one per grading run).
         file_mib: the largest file the kernel may write, in MiB (``RLIMIT_FSIZE``).
+        sandbox: how each grading run is isolated, ``"bwrap"`` (default) or ``"none"`` (``gradacc.grading.sandbox``).
+        scratch_mib: the size of each sandboxed run's only writable folder (a ``tmpfs``), in MiB.
     """
 
     timeout: float = 300.0
@@ -64,9 +66,11 @@ class Settings:
     workers: int = field(default_factory=lambda: os.cpu_count() or 1)
     seed: int | None = None
     file_mib: int = 256
+    sandbox: str = "bwrap"
+    scratch_mib: int = 256
 
     def __post_init__(self) -> None:
-        for name in ("timeout", "cell_timeout", "memory_mib", "max_output_kib", "workers", "file_mib"):
+        for name in ("timeout", "cell_timeout", "memory_mib", "max_output_kib", "workers", "file_mib", "scratch_mib"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
 
@@ -118,16 +122,21 @@ class Row:
     hidden: dict[str, str] = field(default_factory=dict)
     """check -> ``"passed"`` or what went wrong in its hidden checks, recorded even when the visible check failed (for
     the instructor's record in the CSV; the student's feedback names only the first reason a check lost its points)"""
+    sandbox: str = ""
+    """how the notebook's code was isolated (``Sandbox.label``: ``bubblewrap 0.8.0, 256 MiB scratch`` or ``none``);
+    empty when none of it ran (an invalid notebook, a missing file ...)"""
 
 
 @dataclass
 class Gradebook:
-    """All rows of a grading run, with the check columns, the hidden checks' seed and the wall time (s)."""
+    """All rows of a grading run, with the check columns, the hidden checks' seed, the wall time (s) and how the
+    notebooks were isolated (``Sandbox.label``)."""
 
     rows: list[Row]
     check_columns: list[str]
     seed: int
     wall_s: float
+    sandbox: str = ""
 
     def row(self, student: str, exercise: str) -> Row:
         matches = [r for r in self.rows if r.student == student and r.exercise == exercise]
@@ -136,11 +145,13 @@ class Gradebook:
         return matches[0]
 
     def write_csv(self, path: Path) -> None:
-        """One row per (student, exercise): the fixed columns, ``flags``, ``hidden`` (each check's hidden result, as
-        ``X.Y: passed; X.Z: your results differ ...``), then ``check X.Y`` (points earned) per check."""
+        """One row per (student, exercise): the fixed columns (``sandbox``: how the notebook was isolated), ``flags``,
+        ``hidden`` (each check's hidden result, as ``X.Y: passed; X.Z: your results differ ...``), then ``check X.Y``
+        (points earned) per check."""
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        fixed = ["student", "exercise", "points", "max_points", "status", "message", "file", "seconds", "peak_mib"]
+        fixed = ["student", "exercise", "points", "max_points", "status", "message", "file", "seconds", "peak_mib",
+                 "sandbox"]  # fmt: skip
         with path.open("w", newline="", encoding="utf-8") as f:
             writer = csv.writer(f)
             writer.writerow(fixed + ["flags", "hidden"] + [f"check {c}" for c in self.check_columns])
@@ -155,6 +166,7 @@ class Gradebook:
                     r.file,
                     "" if r.seconds is None else f"{r.seconds:.1f}",
                     "" if r.peak_mib is None else f"{r.peak_mib:.0f}",
+                    r.sandbox,
                     r.flags,
                     "; ".join(f"{c}: {result}" for c, result in r.hidden.items()),
                 ] + [_num(r.checks[c]) if c in r.checks else "" for c in self.check_columns]

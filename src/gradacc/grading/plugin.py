@@ -8,9 +8,10 @@ starts. In that process, before the kernel exists, it:
   counts anonymous ``mmap`` in it since 4.7, so numpy and torch allocations fail with ``MemoryError`` /
   ``RuntimeError: ... can't allocate memory`` instead of swapping the machine), ``RLIMIT_FSIZE`` (largest file the
   kernel may write) and ``RLIMIT_CORE = 0``;
-* dies with the grader: ``PR_SET_PDEATHSIG`` (Linux) sends this process SIGKILL when the grader that started it dies
-  (a killed ``gradacc grade``, later resumed with ``--resume``), and its kernel, whose parent this process is, then
-  exits by itself (ipykernel polls its parent); nothing of a killed run keeps running;
+* dies with the grader (unsandboxed runs; in the sandbox, bubblewrap's ``--die-with-parent`` and the pid namespace
+  do it): ``PR_SET_PDEATHSIG`` (Linux) sends this process SIGKILL when the grader that started it dies (a killed
+  ``gradacc grade``, later resumed with ``--resume``), and its kernel, whose parent this process is, then exits by
+  itself (ipykernel polls its parent); nothing of a killed run keeps running;
 * sends the kernel's own stdout/stderr file descriptors to ``/dev/null`` (nbval already does it for stderr), so a
   kernel writing straight to fd 1 cannot flood the grader's pipe;
 * counts the bytes of every IOPub output message (stream text, display data, errors) as it arrives, also while nbval
@@ -66,10 +67,8 @@ _state: dict = {"cells": {}, "events": [], "output_bytes": 0, "current": None, "
 
 
 def _save() -> None:
-    path = Path(_settings["capture"])
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(_state), encoding="utf-8")
-    os.replace(tmp, path)
+    # written in place: in a sandbox the file is bound from the grader's folder, and a rename onto it would fail
+    Path(_settings["capture"]).write_text(json.dumps(_state), encoding="utf-8")
 
 
 def _event(kind: str, detail: str = "") -> None:

@@ -16,26 +16,31 @@ import nbformat
 from ..course.notebooks import NbvalRun, run_nbval
 from .gradebook import GradingError, Reference, Settings
 from .merge import merge_submission
+from .sandbox import Sandbox
 
 __all__ = []
 
 
 # ---------------------------------------------------------------------------------------------------------- running
-def _run_merged(nb, name: str, settings: Settings) -> tuple[NbvalRun, dict]:
-    """Run a merged notebook under nbval with the grading plugin; returns the run and the plugin's capture."""
+def _run_merged(nb, name: str, settings: Settings, box: Sandbox) -> tuple[NbvalRun, dict]:
+    """Run a merged notebook under nbval with the grading plugin, in ``box``; returns the run and the plugin's
+    capture."""
     from .plugin import ENV
 
     threads = str(max(1, (os.cpu_count() or 1) // settings.workers))
-    with tempfile.TemporaryDirectory(prefix="gradacc-grade-", ignore_cleanup_errors=True) as tmp:
+    with tempfile.TemporaryDirectory(prefix=f"gradacc-grade-{os.getpid()}-", ignore_cleanup_errors=True) as tmp:
         path, capture = Path(tmp) / f"{name}.ipynb", Path(tmp) / "capture.json"
         path.write_text(nbformat.writes(nb), encoding="utf-8")
+        capture.write_bytes(b"")  # made here: in a sandbox it is one of the few files bound writable
         plugin = {
             "capture": str(capture),
             "memory_bytes": settings.memory_mib * 2**20,
             "file_bytes": settings.file_mib * 2**20,
             "output_bytes": settings.max_output_kib * 2**10,
             "text_bytes": 4096,
-            "grader_pid": os.getpid(),
+            # unsandboxed, the runner dies with the grader by PR_SET_PDEATHSIG; in a sandbox bwrap's
+            # --die-with-parent does it (and the runner's parent is the namespace's init, not the grader)
+            "grader_pid": os.getpid() if box.kind == "none" else None,
         }
         env = {
             ENV: json.dumps(plugin),
@@ -53,6 +58,10 @@ def _run_merged(nb, name: str, settings: Settings) -> tuple[NbvalRun, dict]:
             env=env,
             extra_args=("-p", "gradacc.grading.plugin", "-p", "nbval.plugin", "--noconftest"),
             max_output_bytes=settings.max_output_kib * 2**10 + 2**16,
+            workdir=Path(tmp),
+            wrap=None
+            if box.kind == "none"
+            else lambda argv, env_, writable: box.wrap(argv, env_, Path(tmp), [*writable, capture]),
         )
         data = None
         if capture.exists() and capture.stat().st_size < 2**20 + 2 * settings.max_output_kib * 2**10:
@@ -86,7 +95,7 @@ def _clean_capture(data: object) -> dict:
     return {"cells": cells, "events": events, "started": started}
 
 
-def _calibrate(ref: Reference, settings: Settings, seed: int, pool: ThreadPoolExecutor) -> None:
+def _calibrate(ref: Reference, settings: Settings, seed: int, pool: ThreadPoolExecutor, box: Sandbox) -> None:
     """Run the reference's own answers twice; fill ``ref.expected`` with what each hidden check printed.
 
     Raises:
@@ -95,7 +104,7 @@ def _calibrate(ref: Reference, settings: Settings, seed: int, pool: ThreadPoolEx
     """
     answers = {c.id: c.source for c in ref.notebook.cells if c.get("id") in ref.solution_ids}
     merged, layout = merge_submission(ref, answers, seed)
-    runs = [f.result() for f in [pool.submit(_run_merged, merged, ref.name, settings) for _ in range(2)]]
+    runs = [f.result() for f in [pool.submit(_run_merged, merged, ref.name, settings, box) for _ in range(2)]]
     outputs = []
     for run, capture in runs:
         failed = [

@@ -1,37 +1,31 @@
 """Scoring: a check earns its points when nbval passed the reference's check cell and every hidden check printed what
-the reference printed (numbers within one unit of the last digit); ``grade`` runs a whole class in parallel and
-``bench_grading`` measures it.
+the reference printed (numbers within one unit of the last digit); ``grade`` runs a whole class in parallel
+(``gradacc.grading.bench`` measures it).
 """
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import json
-import os
 import re
 import secrets
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
-
-import nbformat
 
 from ..course.notebooks import NbvalRun
 from .discover import Found, discover, load_references, read_submission
 from .gradebook import Gradebook, GradingError, Reference, Row, Settings, _code, _md, _num, _short
 from .merge import _flags, identify, match_solutions, merge_submission
 from .run import _calibrate, _run_merged
+from .sandbox import SANDBOX_NONE_WARNING, Sandbox, start_sandbox
 
 __all__ = [
     "same_output",
     "grade",
     "read_journal",
-    "bench_grading",
-    "write_class",
 ]
 
 
@@ -181,19 +175,19 @@ def died_before_any_cell(run: NbvalRun, capture: dict) -> bool:
     return run.returncode not in (0, -9) and not capture.get("started")
 
 
-def calibrate_or_explain(ref: Reference, settings: Settings, seed: int, pool, log) -> str | None:
+def calibrate_or_explain(ref: Reference, settings: Settings, seed: int, pool, log, box: Sandbox) -> str | None:
     """Calibrate ``ref``'s hidden checks (``_calibrate``); after a failure, once more with twice the time limits.
 
     Returns ``None`` when calibrated, else why it could not be (the rows of its submissions are then ``ungraded``).
     """
     try:
-        _calibrate(ref, settings, seed, pool)
+        _calibrate(ref, settings, seed, pool, box)
         return None
     except GradingError as first:
         longer = dataclasses.replace(settings, timeout=2 * settings.timeout, cell_timeout=2 * settings.cell_timeout)
         log(f"warning: the reference {ref.name} failed under the grader; trying once more with twice the time limits")
         try:
-            _calibrate(ref, longer, seed, pool)
+            _calibrate(ref, longer, seed, pool, box)
             return None
         except GradingError as second:
             log(f"error: {ref.name}: its submissions are not graded: {_short(str(second), 600)}")
@@ -201,7 +195,7 @@ def calibrate_or_explain(ref: Reference, settings: Settings, seed: int, pool, lo
 
 
 def _grade_one(
-    student: str, path: Path, ref: Reference, refs: dict[str, Reference], seed: int, settings: Settings
+    student: str, path: Path, ref: Reference, refs: dict[str, Reference], seed: int, settings: Settings, box: Sandbox
 ) -> Row:
     row = Row(student, ref.name, "graded", max_points=ref.max_points, file=str(path))
     row.checks = {str(c["check"]): 0 for c in ref.checks}
@@ -219,10 +213,11 @@ def _grade_one(
     sources, notes = match_solutions(ref, nb, ids)
     row.flags = _flags(sources.values())
     merged, layout = merge_submission(ref, sources, seed)
-    run, capture = _run_merged(merged, ref.name, settings)
+    row.sandbox = box.label
+    run, capture = _run_merged(merged, ref.name, settings, box)
     if died_before_any_cell(run, capture):  # nothing of the student's ran: the machine's fault, not theirs
         notes.append(f"the kernel died before the first cell (nbval exit {run.returncode}); graded on a second try")
-        run, capture = _run_merged(merged, ref.name, settings)
+        run, capture = _run_merged(merged, ref.name, settings, box)
     row.message = "; ".join(notes)
     _score(ref, layout, run, capture, settings, row)
     row.feedback += [f"note: {_md(n)}" for n in notes]
@@ -263,6 +258,7 @@ def grade(
     log: Callable[[str], None] | None = None,
     journal: Path | None = None,
     resume: bool = False,
+    private: Sequence[Path] = (),
 ) -> Gradebook:
     """Grade every submission in ``submissions`` against the reference notebooks; see the module docstring.
 
@@ -274,7 +270,12 @@ def grade(
     under the grader (its own checks, or unstable hidden checks) is calibrated once more with twice the time limits;
     if it still fails, its submissions get ``ungraded`` rows, which are not journaled (``resume`` grades them).
     Raises ``GradingError`` when grading cannot start (bad folders, a broken hidden-checks file, a ``resume`` whose
-    journal has another seed).
+    journal has another seed, a sandbox that cannot start: see ``gradacc.grading.sandbox.start_sandbox``).
+
+    ``settings.sandbox``: every grading run (the reference's calibration runs too) in a bubblewrap sandbox
+    (``"bwrap"``) that cannot see ``reference``, ``hidden``, ``submissions``, ``journal`` nor the paths in
+    ``private`` (the gradebook, the feedback folder), or unisolated (``"none"``: a warning is logged); each row that
+    ran records which (``Row.sandbox``).
 
     ``journal``: a JSON-lines file that gets each graded notebook's row as soon as it is done (see ``read_journal``).
     With ``resume``, the rows already in it are kept (same student, exercise and file) and only the other notebooks
@@ -285,6 +286,12 @@ def grade(
     start = time.perf_counter()
     refs = load_references(reference, hidden, exercises)
     found = discover(submissions, refs)
+    secret = [Path(submissions), Path(reference), *([Path(hidden)] if hidden else []), *private]
+    box = start_sandbox(settings.sandbox, settings.scratch_mib, private=secret + ([journal] if journal else []))
+    if box.kind == "none":
+        log(SANDBOX_NONE_WARNING)
+    else:
+        log(f"sandbox: {box.label} per notebook; no network, none of your files")
     if exercises:
         selected = {n: r for n, r in refs.items() if n in exercises}
     elif all_exercises:
@@ -361,13 +368,13 @@ def grade(
             sink.write(json.dumps({"seed": seed}) + "\n")
             sink.flush()
     try:
-        return _grade_jobs(rows, jobs, selected, refs, seed, settings, progress, log, sink, start)
+        return _grade_jobs(rows, jobs, selected, refs, seed, settings, progress, log, sink, start, box)
     finally:
         if sink is not None:
             sink.close()
 
 
-def _grade_jobs(rows, jobs, selected, refs, seed, settings, progress, log, sink, start) -> Gradebook:
+def _grade_jobs(rows, jobs, selected, refs, seed, settings, progress, log, sink, start, box) -> Gradebook:
     needed = sorted({ref.name for _, _, ref in jobs})
     for name in selected:
         if not selected[name].hidden:
@@ -386,7 +393,8 @@ def _grade_jobs(rows, jobs, selected, refs, seed, settings, progress, log, sink,
         failed = {
             name: reason
             for name in needed
-            if selected[name].hidden and (reason := calibrate_or_explain(selected[name], settings, seed, pool, log))
+            if selected[name].hidden
+            and (reason := calibrate_or_explain(selected[name], settings, seed, pool, log, box))
         }
         for student, path, ref in [job for job in jobs if job[2].name in failed]:  # a row each, not journaled
             rows.append(
@@ -403,7 +411,7 @@ def _grade_jobs(rows, jobs, selected, refs, seed, settings, progress, log, sink,
                 )
             )
         jobs = [job for job in jobs if job[2].name not in failed]
-        futures = {pool.submit(_grade_one, s, p, ref, refs, seed, settings): (s, p, ref) for s, p, ref in jobs}
+        futures = {pool.submit(_grade_one, s, p, ref, refs, seed, settings, box): (s, p, ref) for s, p, ref in jobs}
         bar = None
         if progress and futures:
             from tqdm.auto import tqdm
@@ -436,79 +444,8 @@ def _grade_jobs(rows, jobs, selected, refs, seed, settings, progress, log, sink,
             bar.close()
     rows.sort(key=lambda r: (r.student, r.exercise, r.file))
     columns = sorted({str(c["check"]) for r in selected.values() for c in r.checks}, key=_check_key)
-    return Gradebook(rows, columns, seed, time.perf_counter() - start)
+    return Gradebook(rows, columns, seed, time.perf_counter() - start, box.label)
 
 
 def _check_key(check: str) -> tuple:
     return tuple(int(p) if p.isdigit() else p for p in re.split(r"[.]", check))
-
-
-# ------------------------------------------------------------------------------------------------------------- bench
-def write_class(reference: Path, exercise: str, n: int, folder: Path, *, hidden: Path | None = None) -> list[Path]:
-    """Write ``n`` generated submissions of one exercise into ``folder`` as ``student000/NN_topic.ipynb`` ...: a third
-    answered with the reference's answers (students 0, 3, 6, ...), a third left unanswered (1, 4, ...), a third with
-    every ``raise NotImplementedError()`` replaced by ``pass`` (2, 5, ...: wrong answers).
-
-    Returns the paths written. Raises ``GradingError`` when ``folder`` already holds notebooks (a class is never
-    overwritten) and ``ValueError`` when ``n < 1``.
-    """
-    if n < 1:
-        raise ValueError(f"n={n}: a class needs at least one submission")
-    folder = Path(folder)
-    if folder.is_dir() and any(folder.rglob("*.ipynb")):
-        raise GradingError(f"{folder} already holds notebooks: pass an empty or new folder")
-    ref = load_references(reference, hidden, [exercise])[exercise]
-    answers = {c.id: c.source for c in ref.notebook.cells if c.get("id") in ref.solution_ids}
-    width = max(3, len(str(n - 1)))
-    paths = []
-    for i in range(n):
-        nb = copy.deepcopy(ref.exercise)
-        for cell in nb.cells:
-            if cell.get("id") in answers:
-                if i % 3 == 0:
-                    cell.source = answers[cell.id]
-                elif i % 3 == 2:
-                    cell.source = cell.source.replace("raise NotImplementedError()", "pass")
-        path = folder / f"student{i:0{width}d}" / f"{exercise}.ipynb"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        nbformat.write(nb, path)
-        paths.append(path)
-    return paths
-
-
-def bench_grading(
-    reference: Path, exercise: str, n: int = 30, *, hidden: Path | None = None, settings: Settings | None = None
-) -> dict:
-    """Grade ``n`` submissions of one exercise, generated by ``write_class``, and time it.
-
-    Returns ``{"exercise", "submissions", "workers", "wall_s", "per_notebook_s", "cpu_s", "cores",
-    "load_average_1min", "statuses", "points", "grader_peak_rss_mib"}``: seconds of wall time (the whole run,
-    calibration included; the mean per notebook) and of CPU time of all grading processes and kernels (what the run
-    costs on an idle machine, ``cpu_s / cores`` being a lower bound of its wall time there); the grader's own peak
-    resident memory in MiB.
-    """
-    import resource
-
-    settings = settings or Settings()
-    with tempfile.TemporaryDirectory(prefix="gradacc-bench-") as tmp:
-        write_class(reference, exercise, n, Path(tmp), hidden=hidden)
-        before = resource.getrusage(resource.RUSAGE_CHILDREN)
-        book = grade(Path(tmp), reference, hidden=hidden, exercises=[exercise], settings=settings, progress=True)
-        after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu_s = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
-    statuses: dict[str, int] = {}
-    for r in book.rows:
-        statuses[r.status] = statuses.get(r.status, 0) + 1
-    return {
-        "exercise": exercise,
-        "submissions": n,
-        "workers": settings.workers,
-        "wall_s": round(book.wall_s, 1),
-        "per_notebook_s": round(sum(r.seconds or 0 for r in book.rows) / max(n, 1), 1),
-        "cpu_s": round(cpu_s, 1),
-        "cores": os.cpu_count(),
-        "load_average_1min": round(os.getloadavg()[0], 1),
-        "statuses": statuses,
-        "points": sorted(r.points for r in book.rows),
-        "grader_peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),  # Linux: KiB
-    }
