@@ -141,6 +141,27 @@ def stacks_overlay(replica: Path) -> Path:
     return _build("colab-stacks", _key(replica.name, str(replica_site)), make)
 
 
+STACKS_UPGRADES = {"datasets", "huggingface-hub"}
+"""Colab's packages that lesson 10's install replaces on Colab too: TRL 1.16 needs datasets >= 4.7.0 (Colab ships
+4.0.0), and datasets 5 a newer huggingface-hub."""
+
+
+def effective_versions(venv: Path, names: list[str]) -> dict[str, str]:
+    """``{name: version}`` as ``venv``'s interpreter imports it (``importlib.metadata.version``: the first copy on
+    ``sys.path``, the overlay's before the replica's); ``"missing"`` for a package it cannot find."""
+    code = (
+        "import importlib.metadata as m, json, sys\n"
+        "def v(n):\n"
+        "    try:\n"
+        "        return m.version(n)\n"
+        "    except m.PackageNotFoundError:\n"
+        "        return 'missing'\n"
+        "print(json.dumps({n: v(n) for n in sys.argv[1:]}))"
+    )
+    out = subprocess.run([str(venv / "bin" / "python"), "-c", code, *names], capture_output=True, text=True, check=True)
+    return {name: version.split("+")[0] for name, version in json.loads(out.stdout).items()}
+
+
 def installed_versions(venv: Path) -> dict[str, str]:
     """``{distribution name: version}`` of everything installed in ``venv`` (``importlib.metadata``, normalised)."""
     code = (
