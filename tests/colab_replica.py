@@ -100,8 +100,18 @@ def install_course(venv: Path, extras: str = "libs") -> float | None:
         start = time.perf_counter()
         proc = subprocess.run(
             # pip rebuilds and reinstalls a local project every time, and keeps every installed version that
-            # satisfies the package's ranges, as on Colab
-            [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
+            # satisfies the package's ranges, as on Colab. Without a cache: pip 24.2 keeps the wheel it built from a
+            # checkout whose folder name looks like "name-version" (a worktree "wt-lesson10": wheel_builder.py's
+            # _should_cache) and installed that stale wheel again after the source had changed
+            [
+                str(venv / "bin" / "python"),
+                "-m",
+                "pip",
+                "install",
+                "-q",
+                "--disable-pip-version-check",
+                "--no-cache-dir",
+            ]
             + [f"gradacc[{extras}] @ file://{ROOT}"],
             capture_output=True,
             text=True,
