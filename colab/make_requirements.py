@@ -35,6 +35,8 @@ PACKAGES = (
     "accelerate",
     "tokenizers",
     "datasets",
+    "peft",
+    "keras",
     "huggingface-hub",
     "safetensors",
     "numpy",

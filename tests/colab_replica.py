@@ -8,6 +8,13 @@ install on the course machines; its CUDA libraries are never loaded on a CPU-onl
 build in the background when a test session will need it, so it overlaps the other tests.
 ``install_course(venv)`` then runs ``pip install "gradacc[libs] @ file://<checkout>"`` (the setup cell's command, with
 this checkout in place of the GitHub URL) whenever the course's source changed since the last install.
+
+Lesson 10 needs two libraries Colab does not ship (TRL and Lightning): its setup cell installs the course with the
+``stacks`` extra, and pip then also upgrades what TRL needs newer (datasets, pyarrow, ...). ``stacks_overlay(venv)``
+reproduces that without touching the replica the other lessons use: a small environment of the same Python whose
+``.pth`` file puts the replica's packages after its own, into which lesson 10's setup-cell command installs; pip finds
+the replica's packages there, installs only what is missing or too old ("Not uninstalling ... outside environment"),
+and the overlay's copies come first on ``sys.path``.
 """
 
 from __future__ import annotations
@@ -19,7 +26,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from throwaway import CACHE, find_python, isolated_venv, pip_target
+from throwaway import CACHE, _build, _key, _run, find_python, isolated_venv, pip_target
 
 ROOT = Path(__file__).resolve().parents[1]
 REQUIREMENTS = ROOT / "colab" / "requirements.txt"
@@ -74,8 +81,9 @@ def _course_hash() -> str:
     return digest.hexdigest()[:16]
 
 
-def install_course(venv: Path) -> float | None:
-    """Install this checkout into ``venv`` as the Colab setup cell does, unless this very source is installed already.
+def install_course(venv: Path, extras: str = "libs") -> float | None:
+    """Install this checkout into ``venv`` as the Colab setup cell does (``gradacc[<extras>]``), unless this very
+    source is installed already.
 
     Returns the install's wall time in seconds, or ``None`` when nothing needed installing. One installer at a time
     (pytest-xdist workers share the environment).
@@ -83,7 +91,7 @@ def install_course(venv: Path) -> float | None:
     Raises:
         RuntimeError: pip failed (its output in the message).
     """
-    stamp = venv / ".course-installed"
+    stamp = venv / (".course-installed" if extras == "libs" else f".course-installed-{extras.replace(',', '-')}")
     with open(CACHE / ".colab-course.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         source = _course_hash()
@@ -92,9 +100,19 @@ def install_course(venv: Path) -> float | None:
         start = time.perf_counter()
         proc = subprocess.run(
             # pip rebuilds and reinstalls a local project every time, and keeps every installed version that
-            # satisfies the package's ranges, as on Colab
-            [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
-            + [f"gradacc[libs] @ file://{ROOT}"],
+            # satisfies the package's ranges, as on Colab. Without a cache: pip 24.2 keeps the wheel it built from a
+            # checkout whose folder name looks like "name-version" (a worktree "wt-lesson10": wheel_builder.py's
+            # _should_cache) and installed that stale wheel again after the source had changed
+            [
+                str(venv / "bin" / "python"),
+                "-m",
+                "pip",
+                "install",
+                "-q",
+                "--disable-pip-version-check",
+                "--no-cache-dir",
+            ]
+            + [f"gradacc[{extras}] @ file://{ROOT}"],
             capture_output=True,
             text=True,
             timeout=900,
@@ -103,6 +121,55 @@ def install_course(venv: Path) -> float | None:
             raise RuntimeError(f"installing the course into the Colab replica failed:\n{proc.stdout}\n{proc.stderr}")
         stamp.write_text(source)
         return time.perf_counter() - start
+
+
+STACKS_EXTRAS = "libs,stacks"
+"""The extras lesson 10's Colab setup cell installs (``pyproject.toml``: TRL and Lightning, which Colab lacks)."""
+
+
+def _site_packages(venv: Path) -> Path:
+    out = subprocess.run(
+        [str(venv / "bin" / "python"), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return Path(out.stdout.strip())
+
+
+def stacks_overlay(replica: Path) -> Path:
+    """The environment lesson 10 runs in on the replica (module docstring): built once per replica (cached), a
+    Python of the replica's version whose ``colab-replica.pth`` appends the replica's ``site-packages`` to
+    ``sys.path``. Install the course into it with ``install_course(overlay, STACKS_EXTRAS)``. Returns its folder."""
+    base = find_python(PYTHON_VERSION)
+    replica_site = _site_packages(replica)
+
+    def make(tmp: Path) -> None:
+        _run([base, "-m", "venv", str(tmp)], "python -m venv")
+        (_site_packages(tmp) / "colab-replica.pth").write_text(f"{replica_site}\n")
+
+    return _build("colab-stacks", _key(replica.name, str(replica_site)), make)
+
+
+STACKS_UPGRADES = {"datasets", "huggingface-hub"}
+"""Colab's packages that lesson 10's install replaces on Colab too: TRL 1.16 needs datasets >= 4.7.0 (Colab ships
+4.0.0), and datasets 5 a newer huggingface-hub."""
+
+
+def effective_versions(venv: Path, names: list[str]) -> dict[str, str]:
+    """``{name: version}`` as ``venv``'s interpreter imports it (``importlib.metadata.version``: the first copy on
+    ``sys.path``, the overlay's before the replica's); ``"missing"`` for a package it cannot find."""
+    code = (
+        "import importlib.metadata as m, json, sys\n"
+        "def v(n):\n"
+        "    try:\n"
+        "        return m.version(n)\n"
+        "    except m.PackageNotFoundError:\n"
+        "        return 'missing'\n"
+        "print(json.dumps({n: v(n) for n in sys.argv[1:]}))"
+    )
+    out = subprocess.run([str(venv / "bin" / "python"), "-c", code, *names], capture_output=True, text=True, check=True)
+    return {name: version.split("+")[0] for name, version in json.loads(out.stdout).items()}
 
 
 def installed_versions(venv: Path) -> dict[str, str]:

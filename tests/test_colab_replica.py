@@ -34,6 +34,24 @@ def colab_python() -> str:
     return str(venv / "bin" / "python")
 
 
+@pytest.fixture(scope="session")
+def colab_stacks_python(colab_python) -> str:
+    """Lesson 10's environment on the replica: the overlay its setup cell's install makes (``stacks_overlay``)."""
+    overlay = colab_replica.stacks_overlay(Path(colab_python).parents[1])
+    seconds = colab_replica.install_course(overlay, colab_replica.STACKS_EXTRAS)
+    if seconds is not None:
+        record_measurement(f"Colab replica: lesson 10's setup-cell install (TRL, Lightning) took {seconds:.1f} s")
+    return str(overlay / "bin" / "python")
+
+
+STACKS = {"10_stacks"}
+"""Notebooks whose Colab setup cell installs the ``stacks`` extra: they run in the overlay."""
+
+
+def _python(path: Path, request) -> str:
+    return request.getfixturevalue("colab_stacks_python" if path.stem in STACKS else "colab_python")
+
+
 def test_setup_cell_keeps_every_colab_version(colab_python):
     """Installing the course the Colab way upgrades or downgrades nothing Colab ships."""
     installed = colab_replica.installed_versions(Path(colab_python).parents[1])
@@ -47,16 +65,29 @@ def test_setup_cell_keeps_every_colab_version(colab_python):
     print(f"{len(colab_replica.pins())} Colab pins kept; gradacc {installed['gradacc']}, nbval {installed['nbval']}")
 
 
+def test_lesson_10s_setup_cell_keeps_colabs_own_libraries(colab_stacks_python):
+    """Lesson 10's install adds TRL and Lightning and upgrades only what they need newer: torch, transformers,
+    accelerate, peft, keras and the rest of Colab's pins stay Colab's, as the kernel sees them (the overlay's copies
+    come first on ``sys.path``)."""
+    overlay = Path(colab_stacks_python).parents[1]
+    seen = colab_replica.effective_versions(overlay, [*colab_replica.pins(), "trl", "pytorch-lightning"])
+    upgraded = {name: (pin, seen[name]) for name, pin in colab_replica.pins().items() if seen[name] != pin}
+    print(f"lesson 10 on the replica: trl {seen['trl']}, pytorch-lightning {seen['pytorch-lightning']}; "
+          f"Colab's versions it replaces: {upgraded}")  # fmt: skip
+    assert set(upgraded) <= colab_replica.STACKS_UPGRADES, upgraded
+    assert seen["trl"].startswith("1.16.") and seen["pytorch-lightning"].startswith("2.6.")
+
+
 @pytest.mark.parametrize("path", LESSONS, ids=lambda p: p.name)
-def test_lesson_runs_on_colab(path: Path, colab_python):
-    check_lesson(path, colab_python, env="colab", peak_limit_mib=COLAB_PEAK_LIMIT_MIB)
+def test_lesson_runs_on_colab(path: Path, request):
+    check_lesson(path, _python(path, request), env="colab", peak_limit_mib=COLAB_PEAK_LIMIT_MIB)
 
 
 @pytest.mark.parametrize("path", by_solution("colab"), ids=lambda p: p.name)
-def test_solution_passes_its_checks_on_colab(path: Path, colab_python):
-    check_solution(path, colab_python, env="colab", peak_limit_mib=COLAB_PEAK_LIMIT_MIB)
+def test_solution_passes_its_checks_on_colab(path: Path, request):
+    check_solution(path, _python(path, request), env="colab", peak_limit_mib=COLAB_PEAK_LIMIT_MIB)
 
 
 @pytest.mark.parametrize("path", by_solution("colab"), ids=lambda p: p.name)
-def test_exercise_fails_exactly_at_checks_on_colab(path: Path, colab_python):
-    check_exercise(path, colab_python, env="colab")
+def test_exercise_fails_exactly_at_checks_on_colab(path: Path, request):
+    check_exercise(path, _python(path, request), env="colab")

@@ -2,7 +2,7 @@
 
 Every import in ``src/gradacc`` (module level and inside functions, absolute and relative) is read with ``ast``:
 
-* teaching modules (the top level and ``memory/``) never import ``course``, ``grading`` or ``workers``;
+* teaching modules (the top level, ``memory/`` and ``stacks/``) never import ``course``, ``grading`` or ``workers``;
 * ``course`` never imports ``grading`` or ``workers``; ``grading`` never imports ``workers`` nor a teaching module;
 * nothing imports ``workers`` (they run as processes of their own);
 * the module-level imports have no cycle, and no module is longer than about 500 lines (``MAX_LINES``).

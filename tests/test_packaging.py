@@ -45,7 +45,8 @@ def test_package_floors_are_tested_versions_and_admit_what_colab_ships():
     meta = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     pins = _pins((ROOT / "requirements.txt").read_text().splitlines())
     colab = colab_replica.pins()
-    for line in meta["dependencies"] + meta["optional-dependencies"]["libs"]:
+    extras = meta["optional-dependencies"]
+    for line in meta["dependencies"] + extras["libs"] + extras["stacks"]:
         req = Requirement(line)
         name = req.name.lower()
         assert name in pins, f"{name} is a dependency but has no pin in requirements.txt"

@@ -75,7 +75,7 @@ def exercise(stem: str) -> Exercise:
 
 
 def _stems() -> list[str]:
-    return sorted(p.stem for p in (ROOT / "solutions").glob("[0-9]*.ipynb"))
+    return sorted(p.stem for p in (ROOT / "solutions").glob("[0-9][0-9]_*.ipynb"))
 
 
 def _stem_of(check: str) -> str:

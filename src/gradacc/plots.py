@@ -1,5 +1,6 @@
 """The memory figures and sentences the lessons and the memory explorer share: a stacked breakdown per N
-(``plot_breakdown``), one step's timeline (``plot_timeline``), a figure as PNG bytes, MiB formatting, and the "fits / smallest N" sentence (``fits_summary``).
+(``plot_breakdown``), one step's timeline (``plot_timeline``), a figure as PNG bytes, MiB formatting, and the "fits / smallest N" sentence (``fits_summary``);
+and lesson 10's weight of every micro-batch in its update, per stack (``plot_window_weights``).
 Plain matplotlib (the Agg backend works everywhere, inline in every notebook front end).
 """
 
@@ -28,6 +29,9 @@ __all__ = [
     "PARALLEL_COLORS",
     "plot_parallel_peaks",
     "plot_pipeline_window",
+
+
+    "plot_window_weights",
 ]
 
 
@@ -339,3 +343,25 @@ def _box(xy: tuple[float, float], width: float, height: float, color: str):
     from matplotlib.patches import Rectangle
 
     return Rectangle(xy, width, height, color=color)
+
+
+def plot_window_weights(
+    ax, item_counts: Sequence[int], accum_steps: int, weights: dict[str, Sequence[float]], right: Sequence[float]
+) -> None:
+    """Lesson 10's diagram: one group of bars per micro-batch, one bar per stack (``weights``: stack -> the weight each
+    micro-batch got in its update, from ``gradacc.stacks``' weight probe), the right weight (``right``: its items over
+    its window's items) as a black tick over each group, and a dotted line between accumulation windows."""
+    stacks = list(weights)
+    width = 0.8 / len(stacks)
+    palette = ["#4c72b0", "#dd8452", "#55a868", "#8172b3", "#c44e52"]
+    for i, (stack, values) in enumerate(weights.items()):
+        xs = [k - 0.4 + width * (i + 0.5) for k in range(len(values))]
+        ax.bar(xs, values, width=width, color=palette[i % len(palette)], label=stack)
+    ax.plot(range(len(right)), right, "_", color="black", ms=22, mew=2, label="right: its items / window's items")
+    for start in range(accum_steps, len(item_counts), accum_steps):
+        ax.axvline(start - 0.5, color="0.4", lw=1, ls=":")
+    ax.set_xticks(range(len(item_counts)), [f"{k + 1}\n({n} items)" for k, n in enumerate(item_counts)], fontsize=9)
+    ax.set_xlabel(f"micro-batch (N = {accum_steps}; dotted: window boundary)", fontsize=9)
+    ax.set_ylabel("weight in its update", fontsize=9)
+    ax.set_ylim(0, 1.15 * max(max(right), *(max(v) for v in weights.values())))
+    ax.legend(fontsize=9, loc="upper left", ncol=2)

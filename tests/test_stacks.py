@@ -1,0 +1,54 @@
+"""gradacc.stacks (lesson 10): the windows and weights the weight probe is judged by, the arithmetic of the fixes, and
+the errors bad input gets. The libraries' own runs are asserted in lesson 10 itself (tests/test_notebooks.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from gradacc.course.checks.lesson10 import reference_loss_factors
+from gradacc.stacks import check_item_counts, loop_weights, right_weights, windows
+from gradacc.stacks.grpo import normalizer_before_fix, normalizer_trl
+from gradacc.stacks.keras3 import window_sample_weights
+from gradacc.stacks.lit import window_of
+
+
+def test_windows_and_right_weights():
+    assert windows(6, 4) == [range(0, 4), range(4, 6)] and windows(3, 4) == [range(0, 3)]
+    assert right_weights([6, 2, 5, 3, 4, 1], 4) == [0.375, 0.125, 0.3125, 0.1875, 0.8, 0.2]
+    assert window_of(5, 6, 4) == range(4, 6) and window_of(0, 3, 4) == range(0, 3)
+
+
+def test_the_course_loop_gives_the_right_weights():
+    got, want = loop_weights([6, 2, 5, 3, 4, 1], 4), right_weights([6, 2, 5, 3, 4, 1], 4)
+    assert max(abs(g - w) for g, w in zip(got, want, strict=True)) < 1e-6
+
+
+def test_fixes_arithmetic():
+    # Keras: N x n_k / W undoes the mean over n_k and the division by N
+    assert window_sample_weights([6, 2, 5, 3], 4) == [1.5, 0.5, 1.25, 0.75]
+    # DAPO: before the fix a window of half the generation batch's tokens got 0.5x; trl 1.16 divides by the average
+    assert 41 / normalizer_before_fix(82) == 0.5 and normalizer_trl(82, 2, 4) == 41.0
+    # who divides: Lightning's 1/N is undone (mean loss: n_k / W x N), Keras's short window is never applied
+    assert reference_loss_factors("lightning", 4, [6, 2, 5, 3], "mean") == [1.5, 0.5, 1.25, 0.75]
+    assert reference_loss_factors("trainer", 4, [4, 1], "mean") == [1.6, 0.4]
+    assert reference_loss_factors("keras", 4, [4, 1], "mean") is None
+    assert reference_loss_factors("pytorch", 3, [7, 1], "sum") == [0.125, 0.125]
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda: check_item_counts([]), "at least one micro-batch"),
+        (lambda: check_item_counts([3, 0]), "at least 1 item"),
+        (lambda: windows(0, 4), "n_micro_batches must be >= 1"),
+        (lambda: windows(4, 0), "accum_steps must be >= 1"),
+        (lambda: window_of(6, 6, 4), r"batch_idx must be in range\(6\)"),
+        (lambda: window_sample_weights([16] * 6, 4), "Keras never applies the short last window"),
+        (lambda: reference_loss_factors("deepspeed", 4, [1], "mean"), "library must be one of"),
+        (lambda: reference_loss_factors("keras", 4, [1], "avg"), "reduction must be 'mean' or 'sum'"),
+        (lambda: reference_loss_factors("keras", 2, [1, 2, 3], "mean"), "a window holds 1 to accum_steps=2"),
+    ],
+)
+def test_bad_input_gets_a_clear_error(call, message):
+    with pytest.raises(ValueError, match=message):
+        call()
