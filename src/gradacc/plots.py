@@ -29,8 +29,6 @@ __all__ = [
     "PARALLEL_COLORS",
     "plot_parallel_peaks",
     "plot_pipeline_window",
-
-
     "plot_window_weights",
 ]
 
