@@ -1,4 +1,4 @@
-"""Hidden checks of exercises/11_parallel.ipynb, run by `gradacc grade` (README: "Hidden checks").
+"""Hidden checks of exercises/11_parallel.ipynb, run by `gradacc grade` (docs/instructors/hidden-checks.md).
 
 Every block runs after the shared preamble `gradacc.grading.merge.HIDDEN_PREAMBLE` (`rng`, `quietly`, `weights`)
 and this file's own preamble, and PRINTS the student's results on inputs drawn from `rng`, never a verdict.

@@ -1,4 +1,4 @@
-"""Plausible wrong answers to exercises/10_stacks.ipynb (README: "Hidden checks"; tests/test_wrong_answers.py).
+"""Plausible wrong answers to exercises/10_stacks.ipynb (docs/instructors/hidden-checks.md; tests/test_wrong_answers.py).
 
 Each ``# %% X.Y <mistake>`` cell is the solution cell a learner who made that mistake would write; it runs after the
 exercise's own import cell. Every one must lose check X.Y in the visible check and in the hidden check on every seed.

@@ -58,7 +58,7 @@ SANDBOXES: dict[str, str] = {
 }
 SANDBOX_NONE_WARNING = (
     "warning: --sandbox none: each student's code runs as your user, with your files, your network and no limit on "
-    "the processes it leaves behind (see the README's instructor's guide)"
+    "the processes it leaves behind (docs/instructors/grader-protects.md)"
 )
 """What ``gradacc grade`` prints at the start and at the end of an unsandboxed run."""
 PASSED_ENV = ("PATH", "LANG", "LANGUAGE", "TZ", "PYTHONPATH", "PYTHONHASHSEED", "PYTHONDONTWRITEBYTECODE")
