@@ -13,6 +13,7 @@ SUBCOMMANDS: tuple[str, ...] = (
     "gradacc.course.badges",
     "gradacc.grading.cli",
     "gradacc.grading.export",
+    "gradacc.grading.autograders",
     "gradacc.grading.classroom",
     "gradacc.bench",
 )
