@@ -19,6 +19,7 @@ threads): ``nbgrader autograde`` (one call for all), ``otter run`` (one call per
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -117,12 +118,24 @@ def _python(venv: Path) -> str:
     return str(venv / "bin" / "python")
 
 
-def _otter(venv: Path, args: list[str], cwd: Path, timeout: float = 900) -> subprocess.CompletedProcess:
+_OTTER_ASSIGN = """
+import json, sys
+from otter.assign import main  # what `otter assign --no-run-tests MASTER RESULT` calls
+
+for master, result in json.loads(sys.argv[1]):
+    main(master, result, no_run_tests=True)
+"""
+
+
+def _otter_assign(venv: Path, masters: list[Path]) -> None:
+    """``otter assign --no-run-tests NN_topic.ipynb dist`` for each master notebook (into ``dist/`` beside it), in one
+    Python process (Otter's imports take about 5 s of CPU per process). ``--no-run-tests``: the reference's own run is
+    the "reference" submission."""
+    jobs = [[str(master), str(master.parent / "dist")] for master in masters]
     proc = subprocess.run(
-        [_python(venv), "-m", "otter", *args], cwd=cwd, capture_output=True, text=True, timeout=timeout, check=False
+        [_python(venv), "-c", _OTTER_ASSIGN, json.dumps(jobs)], capture_output=True, text=True, timeout=900, check=False
     )
-    assert proc.returncode == 0, f"otter {args} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
-    return proc
+    assert proc.returncode == 0, f"otter assign failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
 
 
 _OTTER_RUN = """
@@ -155,6 +168,29 @@ def _otter_run(venv: Path, jobs: list[tuple[Path, Path, Path]]) -> dict[Path, di
     return scores
 
 
+GRADING_ENV = {
+    # one torch/BLAS thread per kernel, as `gradacc grade --workers 2` gives its kernels on 2 cores: three graders share
+    # the cores, and idle threads spin-waiting on a busy machine only burn CPU time
+    "OMP_NUM_THREADS": "1",
+    "MKL_NUM_THREADS": "1",
+    # exercise 06 compiles the same XLA programs in every kernel of every grader: JAX's persistent compilation cache
+    # (its own on-disk cache; the results are the same) compiles each program once in the session
+    "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0",
+}
+
+
+@contextlib.contextmanager
+def _environment(**values: str):
+    """``os.environ`` with ``values`` while the block runs (the graders' processes and kernels inherit it)."""
+    saved = {name: os.environ.get(name) for name in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            os.environ.pop(name) if value is None else os.environ.update({name: value})
+
+
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory):
     """Everything built and graded once; returns a dict of paths and the three graders' points."""
@@ -169,8 +205,7 @@ def graded(tmp_path_factory):
     export_assignments(ROOT / "solutions", course, "nbgrader", hidden=ROOT / "hidden")
     export_assignments(ROOT / "solutions", otter, "otter", hidden=ROOT / "hidden")
     release = nbgrader_release(course, python=_python(venv))
-    for stem in STEMS:  # --no-run-tests: the reference's own run is the "reference" submission below
-        _otter(venv, ["assign", "--no-run-tests", f"{stem}.ipynb", "dist"], otter / stem)
+    _otter_assign(venv, [otter / stem / f"{stem}.ipynb" for stem in STEMS])
     times["export, nbgrader generate_assignment, otter assign"] = time.perf_counter() - start
 
     nbgrader_files: dict[str, dict[str, Path]] = {kind: {} for kind in KINDS}
@@ -211,18 +246,10 @@ def graded(tmp_path_factory):
         )
         return book, time.perf_counter() - t
 
-    # One torch/BLAS thread per kernel, as `gradacc grade --workers 2` gives its kernels on 2 cores: three graders
-    # share the cores, and idle threads spin-waiting on a busy machine only burn CPU time.
-    threads = {name: os.environ.get(name) for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")}
-    os.environ.update(dict.fromkeys(threads, "1"))
-    try:
-        with ThreadPoolExecutor(3) as pool:
-            jobs = {name: pool.submit(fn) for name, fn in [("nbgrader autograde", run_nbgrader),
-                    ("otter run", run_otter), ("gradacc grade", run_gradacc)]}  # fmt: skip
-            results = {name: job.result() for name, job in jobs.items()}
-    finally:
-        for name, value in threads.items():
-            os.environ.pop(name) if value is None else os.environ.update({name: value})
+    with _environment(**GRADING_ENV, JAX_COMPILATION_CACHE_DIR=str(tmp / "jax-cache")), ThreadPoolExecutor(3) as pool:
+        jobs = {name: pool.submit(fn) for name, fn in [("nbgrader autograde", run_nbgrader),
+                ("otter run", run_otter), ("gradacc grade", run_gradacc)]}  # fmt: skip
+        results = {name: job.result() for name, job in jobs.items()}
     for name, (_, seconds) in results.items():
         times[f"{name} ({len(STEMS) * len(KINDS)} notebooks, in parallel with the others)"] = seconds
     for name, seconds in times.items():
@@ -262,8 +289,8 @@ pytestmark = [pytest.mark.xdist_group("autograders"), pytest.mark.timeout(3000)]
 
 @pytest.mark.slow
 def test_the_nbgrader_release_holds_no_solution_and_no_hidden_test(graded):
-    """The release is the exercise as handed out (its code cells are exercises/'s), with nbgrader's metadata; no line of
-    a reference answer and nothing of a hidden test is in it."""
+    """The release is the exercise as handed out: its code cells are exercises/'s (whose answers are stubs,
+    tests/test_generate.py), with nbgrader's metadata, and nothing of a hidden test is in it."""
     for stem in STEMS:
         ref = REFS[stem]
         text = (graded["course"] / "release" / stem / f"{stem}.ipynb").read_text(encoding="utf-8")
@@ -273,15 +300,11 @@ def test_the_nbgrader_release_holds_no_solution_and_no_hidden_test(graded):
             c.source for c in exercise.cells if c.cell_type == "code"
         ], stem
         assert all("nbgrader" in c.metadata for c in release.cells)
-        solution_lines = {
-            line.strip()
-            for cell in ref.notebook.cells
-            if cell.get("id") in ref.solution_ids
-            for line in re.search(r"### BEGIN SOLUTION\n(.*?)### END SOLUTION", cell.source, re.S)[1].splitlines()
-            if line.strip()
-        }
-        leaked = [line for line in solution_lines if line in text]
-        assert not leaked, f"{stem}: the release holds solution lines {leaked}"
+        answers = {c.id: c for c in release.cells if c.get("id") in ref.solution_ids}
+        assert sorted(answers) == sorted(ref.solution_ids) and all(
+            c.metadata.nbgrader.solution for c in answers.values()
+        )
+        assert all(answers[c.id].source != c.source for c in ref.notebook.cells if c.get("id") in answers)
         for marker in ("hidden_check", "HIDDEN TESTS", "GRADACC_SEED", "BEGIN SOLUTION"):
             assert marker not in text, f"{stem}: the release holds {marker!r}"
         for blocks in ref.hidden.values():
@@ -360,6 +383,20 @@ def test_the_three_graders_give_the_same_points(graded):
     print("\n".join(lines))
     record_measurement("autograders: points per exercise\n" + "\n".join(lines))
     assert not differ, differ
+
+
+@pytest.mark.slow
+def test_gradacc_grade_says_why_the_points_were_lost(graded):
+    """In the same run: the unanswered release is "not answered yet"; a forged wrong answer is flagged ("check
+    names") and loses each targeted check in its hidden check, whose visible check passed."""
+    for stem in STEMS:
+        assert "not answered yet" in graded["gradacc"].row("unanswered", stem).message, stem
+        for kind in ("wrong1", "wrong2"):
+            row, targets = graded["gradacc"].row(kind, stem), submission_answers(stem)[kind][1]
+            assert "check names" in row.flags, row
+            for check in targets:
+                assert row.hidden[check] != "passed", (stem, kind, row)
+                assert f"{check}: hidden check failed" in row.message, row.message
 
 
 # ------------------------------------------------------------------------------------------- the hidden test itself

@@ -3,8 +3,8 @@ of check X.Y that ``gradacc export-assignments`` writes calls in the student's k
 
 Those autograders compare nothing themselves: a test passes when it raises nothing. So the test computes its expected
 text itself: it draws a fresh seed, runs the check's hidden blocks (``hidden/NN_topic.py``, the same blocks ``gradacc
-grade`` runs) once in a namespace where the reference solution's answer cells ran (their source travels inside the
-hidden test, which the student's notebook never holds) and once in a copy of the student's namespace, and asserts that
+grade`` runs) once in a copy of the student's namespace and once in a namespace where the reference solution's answer
+cells ran (their source travels inside the hidden test, which the student's notebook never holds), and asserts that
 both printed the same (``same_output``: numbers within one unit of the last printed digit). Inputs, reference and
 expected text exist only inside the grading kernel.
 """
@@ -72,26 +72,28 @@ def hidden_check(
         RuntimeError: the reference itself failed (an export or environment problem, not the student's).
     """
     seed = secrets.randbelow(2**31) if seed is None else int(seed)
-    expected = dict(namespace)
-    try:
-        for i, source in enumerate(reference):
-            _run(source, expected, f"<reference answer {i + 1} of check {check}>")
-    except Exception as exc:
-        raise RuntimeError(f"hidden check {check}: the reference solution failed to run: {exc!r}") from exc
+    expected = None
     for number, block in enumerate(blocks):
         code = "\n\n".join(part for part in (HIDDEN_PREAMBLE.strip(), preamble.strip(), block) if part)
         filename = f"<hidden check {check}.{number}>"
-        try:
-            want = _printed(code, expected, seed, filename)
-        except Exception as exc:
-            raise RuntimeError(f"hidden check {check}: the reference solution raised {exc!r} (seed {seed})") from exc
-        try:
+        try:  # the student's first: an answer that raises costs no run of the reference
             got = _printed(code, namespace, seed, filename)
         except Exception as exc:
             message = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
             raise HiddenCheckFailed(
                 f"Exercise {check}: hidden check failed: your code raised {message[:300]}"
             ) from None
+        if expected is None:
+            expected = dict(namespace)
+            try:
+                for i, source in enumerate(reference):
+                    _run(source, expected, f"<reference answer {i + 1} of check {check}>")
+            except Exception as exc:
+                raise RuntimeError(f"hidden check {check}: the reference solution failed to run: {exc!r}") from exc
+        try:
+            want = _printed(code, expected, seed, filename)
+        except Exception as exc:
+            raise RuntimeError(f"hidden check {check}: the reference solution raised {exc!r} (seed {seed})") from exc
         if not same_output(got, want):
             raise HiddenCheckFailed(
                 f"Exercise {check}: hidden check failed: your results differ from the reference solution's on inputs "
