@@ -282,6 +282,9 @@ def gradacc_points(graded, stem: str, kind: str) -> dict[str, float]:
     return dict(row.checks)
 
 
+GRADERS = (gradacc_points, nbgrader_points, otter_points)
+
+
 # ------------------------------------------------------------------------------------------------------------ tests
 # one worker builds and grades everything once (the module fixture): about N s of CPU time (see the module docstring)
 pytestmark = [pytest.mark.xdist_group("autograders"), pytest.mark.timeout(3000)]
@@ -368,18 +371,18 @@ def test_otter_run_scores(graded):
 
 @pytest.mark.slow
 def test_the_three_graders_give_the_same_points(graded):
-    """One table: points per exercise and submission in gradacc grade, nbgrader and Otter."""
+    """One table: points per exercise and submission in gradacc grade, nbgrader and Otter; asserted per check."""
     header = f"{'exercise':<16}{'submission':<12}{'targets':<18}{'gradacc':>9}{'nbgrader':>10}{'otter':>7}"
     lines, differ = [header, "-" * len(header)], []
     for stem in STEMS:
         kinds = submission_answers(stem)
         for kind in KINDS:
-            row = [sum(f(graded, stem, kind).values()) for f in (gradacc_points, nbgrader_points, otter_points)]
+            row = [sum(f(graded, stem, kind).values()) for f in GRADERS]
             targets = ",".join(kinds[kind][1]) or "-"
             lines.append(f"{stem:<16}{kind:<12}{targets:<18}{row[0]:>9g}{row[1]:>10g}{row[2]:>7g}")
-            if len({json.dumps(f(graded, stem, kind), sort_keys=True) for f in (gradacc_points, nbgrader_points,
-                    otter_points)}) != 1:  # fmt: skip
-                differ.append((stem, kind))
+            per_check = [{c: float(p) for c, p in f(graded, stem, kind).items()} for f in GRADERS]
+            if any(points != per_check[0] for points in per_check):
+                differ.append((stem, kind, per_check))
     print("\n".join(lines))
     record_measurement("autograders: points per exercise\n" + "\n".join(lines))
     assert not differ, differ
@@ -428,3 +431,22 @@ def test_the_hidden_test_passes_the_reference_and_rejects_a_mistake_on_a_fresh_s
     raising = {"ex-1-1-solution": "def combine_means(means, counts):\n    raise ValueError('no')\n"}
     with pytest.raises(HiddenCheckFailed, match=r"your code raised ValueError: no$"):
         hidden_check(_namespace("01_theory", raising), "1.1", reference=reference, **args)
+
+
+def test_the_export_command_and_its_errors(tmp_path, capsys):
+    from gradacc.cli import main
+
+    assert (
+        main(["export-assignments", "--format", "otter", "--out", str(tmp_path / "o"), "--exercise", "01_theory"]) == 0
+    )
+    assert "wrote 1 otter notebooks" in capsys.readouterr().out
+    requirements = (tmp_path / "o" / "01_theory" / "requirements.txt").read_text()
+    pins = [line for line in (ROOT / "requirements.txt").read_text().splitlines() if "==" in line]
+    torch = next(p for p in pins if p.startswith("torch=="))
+    assert f"{torch}+cpu\n" in requirements and all(p in requirements for p in pins if p != torch)
+    assert requirements.rstrip().endswith("archive/main.zip")
+    assert main(["export-assignments", "--format", "nbgrader", "--out", str(tmp_path / "n"), "--exercise", "99_x"]) == 2
+    assert "no reference for ['99_x']" in capsys.readouterr().err
+    missing = ["--requirements", str(tmp_path / "none.txt")]
+    assert main(["export-assignments", "--format", "otter", "--out", str(tmp_path / "o"), *missing]) == 2
+    assert "none.txt does not exist" in capsys.readouterr().err

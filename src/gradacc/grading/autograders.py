@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import copy
 import re
 import sys
 from collections.abc import Sequence
@@ -77,15 +78,16 @@ def _plan(ref: Reference) -> list[tuple[dict, list[int]]]:
     return plan
 
 
-def hidden_test_source(ref: Reference, check: str) -> str:
+def hidden_test_source(ref: Reference, check: str, blocks: Sequence[str] | None = None) -> str:
     """The code of check ``check``'s hidden test (empty when it has no hidden blocks): one ``hidden_check`` call with
-    the blocks, the hidden file's preamble and the reference's answer cells up to the check, as literals.
+    its hidden blocks (or ``blocks``), the hidden file's preamble and the reference's answer cells up to the check, as
+    literals.
 
     Raises:
         GradingError: the hidden code spells an nbgrader delimiter (``BEGIN SOLUTION``, ``HIDDEN TESTS``), which would
             break the export.
     """
-    blocks = ref.hidden.get(check, [])
+    blocks = ref.hidden.get(check, []) if blocks is None else blocks
     if not blocks:
         return ""
     index = next(c["index"] for c in ref.checks if c["check"] == check)
@@ -115,7 +117,8 @@ def hidden_test_source(ref: Reference, check: str) -> str:
 
 
 def _copy(cell) -> nbformat.NotebookNode:
-    new = nbformat.from_dict(dict(cell))
+    """A copy of ``cell`` without outputs."""
+    new = copy.deepcopy(cell)
     if new.cell_type == "code":
         new.outputs, new.execution_count = [], None
     return new
@@ -141,7 +144,6 @@ def nbgrader_notebook(ref: Reference) -> nbformat.NotebookNode:
     cell with its points and its hidden checks between ``### BEGIN HIDDEN TESTS`` and ``### END HIDDEN TESTS``,
     every other cell locked. Cell ids, tags and the ``gradacc`` metadata are kept (``gradacc grade`` grades an
     nbgrader submission too); outputs are cleared."""
-    nb = nbformat.from_dict(dict(ref.notebook))
     checks = {c["index"]: c for c in ref.checks}
     cells = []
     for index, cell in enumerate(ref.notebook.cells):
@@ -158,8 +160,7 @@ def nbgrader_notebook(ref: Reference) -> nbformat.NotebookNode:
         else:
             new.metadata["nbgrader"] = _nbgrader_meta(grade_id)
         cells.append(new)
-    nb.cells = cells
-    return nb
+    return nbformat.v4.new_notebook(cells=cells, metadata=copy.deepcopy(ref.notebook.metadata))
 
 
 NBGRADER_CONFIG = '''"""nbgrader configuration of the course's exercises, written by `gradacc export-assignments --format nbgrader`.
@@ -189,7 +190,6 @@ def otter_notebook(ref: Reference, *, requirements: str = "requirements.txt") ->
     (points = the check's, all or nothing) holding its answer cells as solutions (``# BEGIN SOLUTION`` ...), the
     visible check as a public test whose expected output is the ``correct`` line, and each hidden block as a test
     with ``hidden: true``; the points split evenly over the question's tests."""
-    nb = nbformat.from_dict(dict(ref.notebook))
     config = "\n".join(
         [
             "# ASSIGNMENT CONFIG",
@@ -218,7 +218,7 @@ def otter_notebook(ref: Reference, *, requirements: str = "requirements.txt") ->
     index = 0
     while index < len(ref.notebook.cells):
         if index not in starts:
-            cells.append(nbformat.from_dict(dict(ref.notebook.cells[index])))
+            cells.append(copy.deepcopy(ref.notebook.cells[index]))
             index += 1
             continue
         check, answers = starts[index]
@@ -235,35 +235,19 @@ def otter_notebook(ref: Reference, *, requirements: str = "requirements.txt") ->
                 answer.source = re.sub(r"^(\s*)### (BEGIN|END) SOLUTION", r"\1# \2 SOLUTION", cell.source, flags=re.M)
                 cells += [_raw("# BEGIN SOLUTION"), answer, _raw("# END SOLUTION")]
             else:
-                cells.append(nbformat.from_dict(dict(cell)))
-        visible = nbformat.from_dict(dict(ref.notebook.cells[check["index"]]))
+                cells.append(copy.deepcopy(cell))
+        visible = copy.deepcopy(ref.notebook.cells[check["index"]])
         visible.source = f'""" # BEGIN TEST CONFIG\npoints: {each}\n""" # END TEST CONFIG\n{visible.source.strip()}'
         tests = [visible]
         for number in range(len(hidden)):
-            one = nbformat.from_dict(dict(ref.notebook.cells[check["index"]]))
-            one.outputs, one.execution_count = [], None
-            code = hidden_test_source(_one_block(ref, cid, number), cid)
+            one = _copy(ref.notebook.cells[check["index"]])
+            code = hidden_test_source(ref, cid, [hidden[number]])
             one.source = f'""" # BEGIN TEST CONFIG\nhidden: true\npoints: {each}\n""" # END TEST CONFIG\n{code}'
             one.id = f"{check['id']}-hidden-{number}"
             tests.append(one)
         cells += [_raw("# BEGIN TESTS"), *tests, _raw("# END TESTS"), _raw("# END QUESTION")]
         index = check["index"] + 1
-    nb.cells = cells
-    return nb
-
-
-def _one_block(ref: Reference, check: str, number: int) -> Reference:
-    """``ref`` with only hidden block ``number`` of ``check`` (an Otter test per block)."""
-    return Reference(
-        ref.name,
-        ref.path,
-        ref.notebook,
-        ref.exercise,
-        ref.checks,
-        ref.solution_ids,
-        {check: [ref.hidden[check][number]]},
-        ref.hidden_preamble,
-    )
+    return nbformat.v4.new_notebook(cells=cells, metadata=copy.deepcopy(ref.notebook.metadata))
 
 
 def otter_requirements(course_requirements: Path, repository: str, ref: str) -> str:
