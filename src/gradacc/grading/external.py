@@ -20,6 +20,8 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+import nbformat
+
 from .gradebook import GradingError, Settings
 
 __all__ = ["nbgrader_release", "nbgrader_autograde", "bench_nbgrader"]
@@ -101,6 +103,20 @@ def nbgrader_autograde(
     return json.loads(proc.stdout)
 
 
+def _in_release(submission: Path, release: Path, folder: Path) -> Path:
+    """The student's answer cells (nbgrader's solution cells, by cell id) written into nbgrader's release notebook, as
+    a student who worked in the release hands it in; returns ``folder/<student>/<release name>``."""
+    answers = {c.get("id"): c.source for c in nbformat.read(submission, as_version=4).cells}
+    nb = nbformat.read(release, as_version=4)
+    for cell in nb.cells:
+        if cell.metadata.get("nbgrader", {}).get("solution") and cell.get("id") in answers:
+            cell.source = answers[cell.id]
+    path = folder / submission.parent.name / release.name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    nbformat.write(nb, path)
+    return path
+
+
 def bench_nbgrader(
     reference: Path,
     exercise: str,
@@ -112,7 +128,7 @@ def bench_nbgrader(
 ) -> dict:
     """One generated class of ``n`` submissions (``write_class``: a third right, a third unanswered, a third wrong),
     graded by ``gradacc grade`` (``bench_grading``) and by ``nbgrader autograde`` (one process, one notebook at a
-    time, as nbgrader runs).
+    time, as nbgrader runs; each student's answer cells in nbgrader's release, as handed in from it).
 
     Returns:
         ``{"gradacc": bench_grading's dict, "nbgrader": {"wall_s", "per_notebook_s", "cpu_s", "points"}, "same_points"}``:
@@ -138,10 +154,11 @@ def bench_nbgrader(
         paths = write_class(reference, exercise, n, Path(tmp) / "class", hidden=hidden)
         course = Path(tmp) / "course"
         export_assignments(reference, course, "nbgrader", hidden=hidden, exercises=[exercise])
-        nbgrader_release(course, python=python, exercises=[exercise])
+        release = nbgrader_release(course, python=python, exercises=[exercise]) / exercise / f"{exercise}.ipynb"
+        submitted = {p.parent.name: {exercise: _in_release(p, release, Path(tmp) / "nbgrader-class")} for p in paths}
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         start = time.perf_counter()
-        scores = nbgrader_autograde(course, {p.parent.name: {exercise: p} for p in paths}, python=python)
+        scores = nbgrader_autograde(course, submitted, python=python)
         wall = time.perf_counter() - start
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
     points = sorted(row["score"] for row in scores[exercise].values())
