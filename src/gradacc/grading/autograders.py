@@ -38,7 +38,7 @@ __all__ = ["FORMATS", "export_assignments", "hidden_test_source", "otter_questio
 
 FORMATS = ("nbgrader", "otter")
 CPU_TORCH_INDEX = "https://download.pytorch.org/whl/cpu"
-_MARKER = re.compile(r"^\s*###? (BEGIN|END) SOLUTION\s*$")
+_MARKER = re.compile(r"^\s*### (BEGIN|END) SOLUTION\s*$")
 
 
 # ---------------------------------------------------------------------------------------------------------- helpers
