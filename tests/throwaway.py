@@ -97,6 +97,31 @@ def isolated_venv(name: str, requirements: list[str], python: str | None = None)
     return _build(name, _key(version, *requirements), make)
 
 
+def tools_venv(name: str, requirements: list[str]) -> Path:
+    """A cached virtual environment that sees the .venv's packages (the course's editable install included, after its
+    own) with ``requirements`` installed by pip on top: tools the tests run that must not enter the .venv. Returns its
+    folder; its console scripts (``bin/``) work after the rename into the cache (their shebangs name the final folder),
+    so tools that call others by name (nbgrader runs ``alembic``) work with ``bin/`` first on ``PATH``. Keyed by the
+    .venv's site-packages too: the cache is shared between checkouts."""
+    base = getattr(sys, "_base_executable", sys.executable)
+    purelib = sysconfig.get_paths()["purelib"]
+    key = _key(sys.version, purelib, *requirements)
+
+    def make(tmp: Path) -> None:
+        _run([base, "-m", "venv", str(tmp)], "python -m venv")
+        site = next((tmp / "lib").glob("python3*/site-packages"))
+        # addsitedir, not a plain path: it also runs the .venv's own .pth files (the course's editable install)
+        (site / "course-venv.pth").write_text(f"import site; site.addsitedir({purelib!r})\n")
+        pip = [str(tmp / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
+        _run([*pip, "--timeout=20", "--retries=10", *requirements], f"pip install {requirements}")
+        for script in (tmp / "bin").iterdir():
+            text = script.read_bytes() if script.is_file() and not script.is_symlink() else b""
+            if text.startswith(f"#!{tmp}/".encode()):
+                script.write_bytes(text.replace(str(tmp).encode(), str(CACHE / f"{name}-{key}").encode(), 1))
+
+    return _build(name, key, make)
+
+
 def find_python(version: str) -> str:
     """A working ``python{version}`` interpreter: ``$GRADACC_PYTHON{version without dots}``, then ``python{version}``
     on ``PATH``, then pyenv's installed versions (``~/.pyenv/versions/{version}.*``), then ``/usr/bin`` and

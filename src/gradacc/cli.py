@@ -14,6 +14,7 @@ SUBCOMMANDS: tuple[str, ...] = (
     "gradacc.course.site",
     "gradacc.grading.cli",
     "gradacc.grading.export",
+    "gradacc.grading.autograders",
     "gradacc.grading.classroom",
     "gradacc.bench",
 )

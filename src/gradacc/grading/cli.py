@@ -105,10 +105,22 @@ def _cmd_bench(args: argparse.Namespace) -> int:
                 f"gradacc grade {args.write_class} --exercise {args.exercise}"
             )
             return 0
-        bench = bench_sandbox if args.compare_sandbox else bench_grading
-        result = bench(
-            Path(args.reference), args.exercise, args.n, hidden=_hidden_from(args), settings=_settings_from(args)
-        )
+        if args.nbgrader:
+            from .external import bench_nbgrader
+
+            result = bench_nbgrader(
+                Path(args.reference),
+                args.exercise,
+                args.n,
+                hidden=_hidden_from(args),
+                settings=_settings_from(args),
+                python=args.nbgrader_python,
+            )
+        else:
+            bench = bench_sandbox if args.compare_sandbox else bench_grading
+            result = bench(
+                Path(args.reference), args.exercise, args.n, hidden=_hidden_from(args), settings=_settings_from(args)
+            )
     except (GradingError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -188,6 +200,16 @@ def add_cli(subparsers) -> None:
         "--compare-sandbox",
         action="store_true",
         help="grade the class twice, without a sandbox and in bwrap, and print seconds per notebook as a ratio",
+    )
+    b.add_argument(
+        "--nbgrader",
+        action="store_true",
+        help="also autograde the same class with nbgrader (export-assignments + nbgrader autograde) and print both",
+    )
+    b.add_argument(
+        "--nbgrader-python",
+        default=sys.executable,
+        help="a Python with nbgrader installed (default: this one); run as PYTHON -m nbgrader",
     )
     _limits(b)
     b.set_defaults(func=_cmd_bench)
