@@ -285,7 +285,7 @@ GRADERS = (gradacc_points, nbgrader_points, otter_points)
 
 
 # ------------------------------------------------------------------------------------------------------------ tests
-# one worker builds and grades everything once (the module fixture): 1,017 s of its time in a fresh-clone run (tests/README.md)
+# one worker builds and grades everything once (the module fixture; what it costs: tests/README.md)
 pytestmark = [pytest.mark.xdist_group("autograders"), pytest.mark.timeout(3000)]
 
 
