@@ -6,13 +6,15 @@ Each run's wall time and kernel peak memory are reported at the end of the sessi
 from __future__ import annotations
 
 import copy
+import subprocess
+import sys
 from pathlib import Path
 
 import nbformat
 import pytest
 from conftest import ROOT, record_notebook_run
 
-from gradacc.course.notebooks import check_cells, run_nbval, stale_exercises
+from gradacc.course.notebooks import _RUNNER_PRELUDE, check_cells, run_nbval, stale_exercises
 
 PEAK_LIMIT_MIB = 1536  # Binder gives learners about 2 GB; the kernel must stay well under it
 LESSONS = sorted((ROOT / "lessons").glob("*.ipynb"))
@@ -26,6 +28,26 @@ def _run(path: Path, env: str = "", **kwargs):
     name = str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else path.name
     record_notebook_run(f"{name} ({env})" if env else name, run)
     return run
+
+
+def test_the_runner_spares_rfc3987_syntax_and_still_validates_notebooks():
+    """The nbval runner's prelude keeps jsonschema from importing rfc3987_syntax (its Lark parsers); nbformat still
+    validates a notebook and rejects a broken one. Prints the CPU seconds of nbval's imports with and without it."""
+    code = (
+        "import sys, time\n"
+        "start = time.process_time()\n"
+        "import nbformat, nbval.plugin\n"
+        "print(round(time.process_time() - start, 2), 'lark' in sys.modules, bool(sys.modules.get('rfc3987_syntax')))\n"
+        f"nb = nbformat.read({str(LESSONS[0])!r}, as_version=4)\n"
+        "nbformat.validate(nb)\n"
+        "del nb.cells[0]['source']\n"
+        "try:\n    nbformat.validate(nb)\nexcept nbformat.ValidationError:\n    print('rejected')\n"
+    )
+    spared = subprocess.run([sys.executable, "-c", _RUNNER_PRELUDE + code], capture_output=True, text=True, check=True)
+    plain = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    print(f"nbval's imports: {plain.stdout.split()[0]} s of CPU, {spared.stdout.split()[0]} s with the prelude")
+    assert spared.stdout.split()[1:] == ["False", "False", "rejected"], spared.stdout
+    assert plain.stdout.split()[1:] == ["True", "True", "rejected"], plain.stdout  # the import it spares is real
 
 
 def _explain(run) -> str:

@@ -243,8 +243,17 @@ class NbvalRun:
         return sorted(i for i, c in self.cells.items() if c["outcome"] == "failed")
 
 
-_RUNNER = r"""
+_RUNNER_PRELUDE = r"""
 import json, resource, sys
+# nbval imports nbformat, nbformat jsonschema, and jsonschema 4.26.0 imports rfc3987_syntax when it is installed
+# (jsonschema/_format.py line 328, for the "iri" formats; jupyter-events requires it), whose syntax_helpers module
+# builds about 35 Lark parsers at import: 0.7 s of CPU in every notebook run, for a format no notebook schema uses.
+# Without it jsonschema skips those two formats (python-jsonschema/jsonschema#1428 asked for a lazy import).
+sys.modules.setdefault("rfc3987_syntax", None)
+"""
+"""The runner's first lines (``tests/test_notebooks.py`` checks what it spares)."""
+
+_RUNNER = _RUNNER_PRELUDE + r"""
 import pytest
 rc = pytest.main(sys.argv[2:])
 # Children only (the kernel): this runner's own maxrss still counts the parent it was forked from before exec.
