@@ -128,6 +128,53 @@ def test_a_timeout_kills_the_launcher_and_workers_in_their_own_sessions(tmp_path
     assert not psutil.pid_exists(worker) or psutil.Process(worker).status() == psutil.STATUS_ZOMBIE
 
 
+_RANK_MODULE = """
+import os, sys, time
+rank, folder = int(os.environ["RANK"]), sys.argv[1]
+names = "RANK LOCAL_RANK WORLD_SIZE LOCAL_WORLD_SIZE MASTER_ADDR MASTER_PORT".split()
+with open(os.path.join(folder, f"rank{rank}.tmp"), "w") as f:
+    f.write(" ".join(os.environ[n] for n in names) + " " + str(os.getpid()))
+os.rename(os.path.join(folder, f"rank{rank}.tmp"), os.path.join(folder, f"rank{rank}"))
+while len([n for n in os.listdir(folder) if n.startswith("rank") and "." not in n]) < 3:
+    time.sleep(0.05)  # every rank has started (and written its pid)
+if sys.argv[2] == "fail" and rank == 1:
+    sys.exit(3)
+if sys.argv[2] != "ok":
+    time.sleep(300)
+"""
+
+
+def _ranks(folder, mode: str, timeout: float = 120):
+    folder.mkdir(exist_ok=True)
+    (folder / "rank_module.py").write_text(_RANK_MODULE)
+    cmd = [sys.executable, "-m", "gradacc.workers.ranks", "--nproc-per-node=3", "--master-port=29999"]
+    cmd += ["-m", "rank_module", str(folder), mode]
+    return run_processes(cmd, timeout=timeout, env={"PYTHONPATH": str(folder)}, what=f"ranks ({mode})")
+
+
+def _rank_pids(tmp_path) -> list[int]:
+    return [int((tmp_path / f"rank{r}").read_text().split()[-1]) for r in range(3)]
+
+
+def test_the_checks_launcher_gives_each_rank_torchruns_variables(tmp_path):
+    """gradacc.workers.ranks (the launcher of exercise 7's checks) sets what torchrun sets for a one-machine job."""
+    _ranks(tmp_path, "ok")
+    seen = [(tmp_path / f"rank{r}").read_text().split()[:-1] for r in range(3)]
+    assert seen == [[str(r), str(r), "3", "3", "127.0.0.1", "29999"] for r in range(3)]
+
+
+def test_the_checks_launcher_stops_every_rank_when_one_fails_or_on_timeout(tmp_path):
+    """As torchrun: a rank that exits with an error ends the launch with its status and stops the other ranks (they
+    would wait for it in a collective until gloo's timeout); the time limit of run_processes stops them all too."""
+    with pytest.raises(WorkerError, match="exit status 3"):
+        _ranks(tmp_path / "fail", "fail")
+    with pytest.raises(WorkerError, match="ran past the 10 s limit"):
+        _ranks(tmp_path / "hang", "hang", timeout=10)
+    for folder in ("fail", "hang"):
+        pids = _rank_pids(tmp_path / folder)
+        assert all(not psutil.pid_exists(p) or psutil.Process(p).status() == psutil.STATUS_ZOMBIE for p in pids)
+
+
 def test_run_processes_refuses_bad_arguments():
     with pytest.raises(ValueError, match="timeout must be > 0 seconds, got 0"):
         run_processes(["true"], timeout=0)

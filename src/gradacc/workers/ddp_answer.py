@@ -3,9 +3,11 @@
 In a one-process group every rank holds the whole window, so an epoch that never all-reduces the sample count (or
 forgets to multiply by the world size) gives the right weights there. Here each rank holds micro-batches of its own
 size, so the count differs per rank and only an answer that all-reduces it matches one process accumulating the same
-windows. Started by torchrun through ``gradacc.course.checks.lesson07.epoch_on_ranks``::
+windows. Started through ``gradacc.course.checks.lesson07.epoch_on_ranks`` by ``gradacc.workers.ranks``, which
+sets torchrun's variables (``torchrun`` itself runs it the same way)::
 
-    torchrun --nproc-per-node=2 -m gradacc.workers.ddp_answer --spec spec.json --out result.pt
+    python -m gradacc.workers.ranks --nproc-per-node=2 --master-port=PORT \\
+        -m gradacc.workers.ddp_answer --spec spec.json --out result.pt
 
 ``spec.json`` holds the learner's code (``"sources"``: the function's source and those of the notebook functions it
 calls, in any order; ``"imports"``: ``{name: [module, attribute or null]}``; ``"constants"``) and the

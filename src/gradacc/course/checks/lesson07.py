@@ -4,7 +4,8 @@ Exercise 7.1 asks for ``token_weighted_loss(loss_sum, local_tokens, global_token
 back-propagates so that DDP's gradient AVERAGE over ranks equals the gradient of (sum of every token loss) / (every
 token). Exercises 7.2 and 7.3 check one function, ``train_epoch_ddp(ddp_model, optimizer, batches, accum_steps)``:
 one gradient all-reduce per window (7.2) and the weights of one process accumulating the same windows (7.3). Both run
-the learner's function on 2 real ranks (``gradacc.workers.ddp_answer`` under torchrun; a communication hook counts
+the learner's function on 2 real ranks (``gradacc.workers.ddp_answer``, started as torchrun starts its workers by
+``gradacc.workers.ranks``; a communication hook counts
 DDP's all-reduces), where synchronization matters: in a one-process group there is nothing to sync, and code that
 skips ``no_sync()`` there (Accelerate's guide does, for ``num_processes == 1``) is right. 7.3's ranks hold
 micro-batches of different sizes: in one process a missing all-reduce of the sample count changes nothing, across
@@ -16,6 +17,7 @@ from __future__ import annotations
 import inspect
 import json
 import math
+import sys
 import tempfile
 import textwrap
 from collections.abc import Callable
@@ -25,7 +27,7 @@ import torch
 
 from ...accumulation import max_abs_diff, train_accumulated
 from ...distributed import rank_batches
-from ...launch import _worker_env, free_port, run_processes, torchrun_command
+from ...launch import _worker_env, free_port, run_processes
 from ...models import make_digits_model
 from . import run_check
 
@@ -132,7 +134,7 @@ def _judge_on_ranks(train_epoch_ddp: Callable, cases, where: Callable, judge: Ca
 def check_allreduces_per_window(train_epoch_ddp: Callable[..., object]) -> None:
     """Exercise 7.2: ``train_epoch_ddp`` all-reduces exactly once per accumulation window, the short last one too.
 
-    Runs the function on 2 real ranks (``epoch_on_ranks``: torchrun, a few seconds) on three epochs of its own
+    Runs the function on 2 real ranks (``epoch_on_ranks``: a few seconds) on three epochs of its own
     (windows of 5, 5, 2; 4, 4, 2; a single short window of 3) and counts DDP's gradient all-reduces on rank 0
     (``AllReduceCounter``). Prints ``Exercise 7.2: correct`` or what went wrong; returns ``None``.
     """
@@ -199,9 +201,9 @@ _RANK_CASES = (
 
 
 def epoch_on_ranks(train_epoch_ddp: Callable, cases=_RANK_CASES, timeout: float = 240.0) -> list[dict]:
-    """Run ``train_epoch_ddp`` on ``len(case["sizes"])`` real gloo ranks per case (``gradacc.workers.ddp_answer``
-    under torchrun) and return rank 0's results: per case ``{"weights": [tensors], "allreduces": int}``, ending with
-    ``{"error": str}`` where a rank's code raised (the raising rank's own error, not its peers' lost connection).
+    """Run ``train_epoch_ddp`` on ``len(case["sizes"])`` real gloo ranks per case (``gradacc.workers.ddp_answer``,
+    started by ``gradacc.workers.ranks`` with torchrun's variables) and return rank 0's results: per case
+    ``{"weights": [tensors], "allreduces": int}``, ending with ``{"error": str}`` where a rank's code raised (the raising rank's own error, not its peers' lost connection).
 
     Raises:
         OSError: the function's source cannot be found (``learner_spec``).
@@ -216,7 +218,15 @@ def epoch_on_ranks(train_epoch_ddp: Callable, cases=_RANK_CASES, timeout: float 
         out = Path(tmp) / "result.pt"
         world = world_sizes.pop()
         args = [f"--spec={Path(tmp) / 'spec.json'}", f"--out={out}"]
-        cmd = torchrun_command("gradacc.workers.ddp_answer", args, nproc_per_node=world, port=free_port())
+        # torchrun's variables without its agent process (gradacc.workers.ranks: it spares a third of a launch's CPU)
+        cmd = [
+            sys.executable,
+            "-m",
+            "gradacc.workers.ranks",
+            f"--nproc-per-node={world}",
+            f"--master-port={free_port()}",
+        ]
+        cmd += ["-m", "gradacc.workers.ddp_answer", *args]
         run_processes(cmd, timeout=timeout, env=_worker_env(world), what=f"your train_epoch_ddp on {world} ranks")
         ranks = [torch.load(f"{out}.{rank}", weights_only=True) for rank in range(world)]
     results = ranks[0]
@@ -246,7 +256,7 @@ def check_epoch_weights(train_epoch_ddp: Callable[..., object]) -> None:
     """Exercise 7.3: on 2 real ranks whose micro-batches differ in size, the weights after ``train_epoch_ddp`` equal
     one process accumulating the same windows (every sample of a window, both ranks', weighs the same).
 
-    Runs the function in two gloo processes (``epoch_on_ranks``: torchrun, a few seconds) on two epochs with short last
+    Runs the function in two gloo processes (``epoch_on_ranks``: a few seconds) on two epochs with short last
     windows; the reference is ``one_process_weights`` (SGD, lr 0.5). Tolerance 1e-6. Prints
     ``Exercise 7.3: correct`` or what went wrong; returns ``None``.
     """
