@@ -180,3 +180,11 @@ def installed_versions(venv: Path) -> dict[str, str]:
     )
     out = subprocess.run([str(venv / "bin" / "python"), "-c", code], capture_output=True, text=True, check=True)
     return json.loads(out.stdout)
+
+
+if __name__ == "__main__":
+    # `make test` (the default PYTEST_ARGS) runs this while .venv installs: the replica's pip install (mostly one core)
+    # overlaps .venv's (the other core). Standard library only, so any Python 3 runs it; the session's own build
+    # (conftest.py) then waits for this one on the cache's file lock and finds the replica built.
+    start = time.perf_counter()
+    print(f"Colab replica: {build().name} ready after {time.perf_counter() - start:.0f} s", flush=True)

@@ -253,7 +253,9 @@ sys.modules.setdefault("rfc3987_syntax", None)
 """
 """The runner's first lines (``tests/test_notebooks.py`` checks what it spares)."""
 
-_RUNNER = _RUNNER_PRELUDE + r"""
+_RUNNER = (
+    _RUNNER_PRELUDE
+    + r"""
 import pytest
 rc = pytest.main(sys.argv[2:])
 # Children only (the kernel): this runner's own maxrss still counts the parent it was forked from before exec.
@@ -262,6 +264,7 @@ with open(sys.argv[1], "w") as f:
     json.dump({"rc": int(rc), "peak_kib": peak_kib}, f)
 sys.exit(int(rc))
 """
+)
 
 
 def _cell_outcomes(junit: Path) -> dict[int, dict]:
