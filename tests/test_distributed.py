@@ -163,6 +163,20 @@ def test_the_checks_launcher_gives_each_rank_torchruns_variables(tmp_path):
     assert seen == [[str(r), str(r), "3", "3", "127.0.0.1", "29999"] for r in range(3)]
 
 
+def test_the_checks_launcher_refuses_a_command_without_a_module_or_ranks(capsys):
+    from gradacc.workers.ranks import main
+
+    for argv, message in (
+        (["--nproc-per-node=2", "--master-port=1"], "name the module every rank runs: -m MODULE"),
+        (["--nproc-per-node=2", "--master-port=1", "-m"], "name the module every rank runs: -m MODULE"),
+        (["--nproc-per-node=0", "--master-port=1", "-m", "x"], "--nproc-per-node must be >= 1, got 0"),
+        (["--master-port=1", "-m", "x"], "the following arguments are required: --nproc-per-node"),
+    ):
+        with pytest.raises(SystemExit) as exited:
+            main(argv)
+        assert exited.value.code == 2 and message in capsys.readouterr().err, argv
+
+
 def test_the_checks_launcher_stops_every_rank_when_one_fails_or_on_timeout(tmp_path):
     """As torchrun: a rank that exits with an error ends the launch with its status and stops the other ranks (they
     would wait for it in a collective until gloo's timeout); the time limit of run_processes stops them all too."""
@@ -546,7 +560,7 @@ def test_every_gloo_worker_ends_without_finalizing_python():
     from conftest import ROOT
 
     workers = sorted((ROOT / "src" / "gradacc" / "workers").glob("*.py"))
-    gloo = [p for p in workers if "init_process_group" in p.read_text(encoding="utf-8")]
+    gloo = [p for p in workers if "init_process_group(" in p.read_text(encoding="utf-8")]  # a call, not a mention
     assert len(gloo) >= 4, [p.name for p in gloo]  # ddp, ddp_answer, ddp_checkpoint, fsdp_accum
     missing = [p.name for p in gloo if "exit_worker(" not in p.read_text(encoding="utf-8")]
     assert missing == [], f"these workers end by finalizing Python: {missing}"

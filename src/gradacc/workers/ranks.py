@@ -33,10 +33,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--nproc-per-node", type=int, required=True)
     parser.add_argument("--master-addr", default="127.0.0.1")
     parser.add_argument("--master-port", type=int, required=True)
-    if "-m" not in argv or argv.index("-m") == len(argv) - 1:
-        parser.error("name the module every rank runs: -m MODULE [ARGS] (everything after it is the module's)")
-    cut = argv.index("-m")  # as torchrun: what follows the module belongs to it
+    cut = argv.index("-m") if "-m" in argv else len(argv)  # as torchrun: what follows the module belongs to it
     args = parser.parse_args(argv[:cut])
+    if cut >= len(argv) - 1:
+        parser.error("name the module every rank runs: -m MODULE [ARGS] (everything after it is the module's)")
     module, module_args = argv[cut + 1], argv[cut + 2 :]
     if args.nproc_per_node < 1:
         parser.error(f"--nproc-per-node must be >= 1, got {args.nproc_per_node}")
