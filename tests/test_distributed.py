@@ -40,6 +40,7 @@ from gradacc.launch import (
     WorkerError,
     accelerate_launch_command,
     free_port,
+    ranks_command,
     run_processes,
     torchrun_command,
 )
@@ -147,8 +148,7 @@ if sys.argv[2] != "ok":
 def _ranks(folder, mode: str, timeout: float = 120):
     folder.mkdir(exist_ok=True)
     (folder / "rank_module.py").write_text(_RANK_MODULE)
-    cmd = [sys.executable, "-m", "gradacc.workers.ranks", "--nproc-per-node=3", "--master-port=29999"]
-    cmd += ["-m", "rank_module", str(folder), mode]
+    cmd = ranks_command("rank_module", [str(folder), mode], nproc_per_node=3, port=29999)
     return run_processes(cmd, timeout=timeout, env={"PYTHONPATH": str(folder)}, what=f"ranks ({mode})")
 
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 import inspect
 import json
 import math
-import sys
 import tempfile
 import textwrap
 from collections.abc import Callable
@@ -27,7 +26,7 @@ import torch
 
 from ...accumulation import max_abs_diff, train_accumulated
 from ...distributed import rank_batches
-from ...launch import _worker_env, free_port, run_processes
+from ...launch import _worker_env, free_port, ranks_command, run_processes
 from ...models import make_digits_model
 from . import run_check
 
@@ -203,7 +202,8 @@ _RANK_CASES = (
 def epoch_on_ranks(train_epoch_ddp: Callable, cases=_RANK_CASES, timeout: float = 240.0) -> list[dict]:
     """Run ``train_epoch_ddp`` on ``len(case["sizes"])`` real gloo ranks per case (``gradacc.workers.ddp_answer``,
     started by ``gradacc.workers.ranks`` with torchrun's variables) and return rank 0's results: per case
-    ``{"weights": [tensors], "allreduces": int}``, ending with ``{"error": str}`` where a rank's code raised (the raising rank's own error, not its peers' lost connection).
+    ``{"weights": [tensors], "allreduces": int}``, ending with ``{"error": str}`` where a rank's code raised (the
+    raising rank's own error, not its peers' lost connection).
 
     Raises:
         OSError: the function's source cannot be found (``learner_spec``).
@@ -218,15 +218,7 @@ def epoch_on_ranks(train_epoch_ddp: Callable, cases=_RANK_CASES, timeout: float 
         out = Path(tmp) / "result.pt"
         world = world_sizes.pop()
         args = [f"--spec={Path(tmp) / 'spec.json'}", f"--out={out}"]
-        # torchrun's variables without its agent process (gradacc.workers.ranks: it spares a third of a launch's CPU)
-        cmd = [
-            sys.executable,
-            "-m",
-            "gradacc.workers.ranks",
-            f"--nproc-per-node={world}",
-            f"--master-port={free_port()}",
-        ]
-        cmd += ["-m", "gradacc.workers.ddp_answer", *args]
+        cmd = ranks_command("gradacc.workers.ddp_answer", args, nproc_per_node=world, port=free_port())
         run_processes(cmd, timeout=timeout, env=_worker_env(world), what=f"your train_epoch_ddp on {world} ranks")
         ranks = [torch.load(f"{out}.{rank}", weights_only=True) for rank in range(world)]
     results = ranks[0]
