@@ -344,7 +344,9 @@ def build(root: Path, *, write: bool = True) -> tuple[list[Path], list[tuple[str
                 path.parent.mkdir(parents=True, exist_ok=True)
                 path.write_bytes(data)
     for path in sorted((root / EDITION).rglob("*")):
-        if path.is_file() and path.relative_to(root).as_posix() not in files and path.suffix in (".ipynb", ".md"):
+        relative = path.relative_to(root)
+        hidden = any(part.startswith(".") for part in relative.parts)  # .ipynb_checkpoints/ of a JupyterLab session
+        if path.is_file() and not hidden and relative.as_posix() not in files and path.suffix in (".ipynb", ".md"):
             changed.append(path)
             if write:
                 path.unlink()
