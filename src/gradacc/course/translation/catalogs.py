@@ -5,6 +5,11 @@ One catalog per source, under ``locale/<lang>/LC_MESSAGES/``, named after the so
 and ``gradacc.po``: the package's learner-facing strings (``gradacc.i18n``), extracted by Babel's Python extractor
 from every ``_("...")`` and ``N_("...")`` in ``src/gradacc``.
 
+The files are read and written with polib, which keeps every part of gettext's PO format, a fuzzy entry's previous
+English (``#| msgid``) included: Babel 2.19 reads that line as a translator comment (python-babel/babel#206, open)
+and writes a multi-line one as one wrapped comment, which msgmerge and Poedit cannot read (tried here). Babel's Python
+extractor (what ``pybabel extract`` runs) finds the package's strings.
+
 An entry of a notebook's catalog has the cell's id as its ``msgctxt`` and the notebook as its location; a page's
 entries have no context. ``update_catalog`` follows gettext's ``msgmerge``: an entry whose English is unchanged keeps
 its translation; an English unit that changed gets the translation of the unit it replaced, marked ``fuzzy`` with the
@@ -16,16 +21,14 @@ entry whose English is gone is kept as obsolete (``#~``) when it was translated.
 
 from __future__ import annotations
 
-import datetime as dt
+import copy
 import difflib
-import io
 from dataclasses import dataclass
 from pathlib import Path
 
 import nbformat
-from babel.messages.catalog import Catalog, Message
+import polib
 from babel.messages.extract import extract_from_dir
-from babel.messages.pofile import read_po, write_po
 
 from ..badges import BADGES_ID, NAV_ID, read_repository
 from .units import code_segments, markdown_segments
@@ -55,7 +58,8 @@ PAGE_GLOBS = ("README.md", "docs/index.md", "docs/troubleshooting.md", "docs/ins
 SCOPE_FILE = "translated.txt"
 """``locale/<lang>/translated.txt``: the sources whose catalogs are finished (tests/test_translation.py requires every
 entry of those translated); the lead adds a source when its translator is done."""
-_DATE = dt.datetime(2026, 12, 3, tzinfo=dt.timezone.utc)  # a new catalog's dates: fixed, so extraction is repeatable
+_DATE = "2026-12-03 00:00+0000"  # a new catalog's dates: fixed, so that extraction is repeatable
+WIDTH = 78  # msgmerge's line width
 _SIMILAR = 0.6  # difflib.get_close_matches' default cutoff, as msgmerge's fuzzy matching
 
 
@@ -122,147 +126,148 @@ _KIND_NOTE = {
 }
 
 
-def _template(root: Path, source: str) -> list[Message]:
+def _template(root: Path, source: str) -> list[polib.POEntry]:
     if source == DOMAIN:
         return _package_template(root)
-    messages = {}
+    entries: dict[tuple, polib.POEntry] = {}
     for unit in document_units(root, source):
         key = (unit.text, unit.context)
-        if key not in messages:
-            note = _KIND_NOTE[unit.kind, unit.single]
+        if key not in entries:
             where = f"cell {unit.context}: " if unit.context else ""
-            messages[key] = Message(
-                unit.text, locations=[(source, None)], auto_comments=[where + note], context=unit.context
+            entries[key] = polib.POEntry(
+                msgid=unit.text,
+                msgctxt=unit.context,
+                occurrences=[(source, "")],
+                comment=where + _KIND_NOTE[unit.kind, unit.single],
             )
-    return list(messages.values())
+    return list(entries.values())
 
 
-def _package_template(root: Path) -> list[Message]:
-    """``_("...")`` and ``N_("...")`` of ``src/gradacc`` (Babel's Python extractor), with ``# TRANSLATORS:`` notes."""
-    package = root / "src" / "gradacc"
-    messages: dict[str, Message] = {}
-    found = extract_from_dir(package, keywords={"_": None, "N_": None}, comment_tags=("TRANSLATORS:",))
-    for filename, lineno, text, comments, _context in sorted(found, key=lambda f: (f[0], f[1])):
-        location = (f"src/gradacc/{filename}", lineno)
-        if text in messages:
-            messages[text].locations.append(location)
-        else:
-            messages[text] = Message(
-                text, locations=[location], auto_comments=list(comments), flags=["python-brace-format"]
-            )
-    return list(messages.values())
+def _package_template(root: Path) -> list[polib.POEntry]:
+    """``_("...")`` and ``N_("...")`` of ``src/gradacc`` (Babel's Python extractor, what ``pybabel extract`` runs),
+    with the ``# TRANSLATORS:`` comments above them; locations without line numbers, so that an edit elsewhere in a
+    module leaves the catalog as it is."""
+    entries: dict[str, polib.POEntry] = {}
+    found = extract_from_dir(root / "src" / "gradacc", keywords={"_": None, "N_": None}, comment_tags=("TRANSLATORS:",))
+    for filename, _lineno, text, comments, _context in sorted(found, key=lambda f: (f[0], f[1])):
+        location = (f"src/gradacc/{filename}", "")
+        if text not in entries:
+            entries[text] = polib.POEntry(msgid=text, occurrences=[], flags=["python-brace-format"])
+        entry = entries[text]
+        if location not in entry.occurrences:
+            entry.occurrences.append(location)
+        entry.comment = "\n".join(dict.fromkeys([*filter(None, entry.comment.split("\n")), *comments]))
+    return list(entries.values())
 
 
-def read_catalog(path: Path) -> Catalog | None:
-    """The catalog at ``path``, or None when there is none."""
-    if not path.exists():
-        return None
-    with path.open("rb") as f:
-        return read_po(f, locale=LANGUAGE)
+def read_catalog(path: Path) -> polib.POFile | None:
+    """The catalog at ``path`` (polib), or None when there is none."""
+    return polib.pofile(str(path), wrapwidth=WIDTH) if path.exists() else None
 
 
-def write_catalog(catalog: Catalog) -> bytes:
-    """The PO file's bytes: 76 columns, entries in document order, previous English of fuzzy entries, no line numbers."""
-    out = io.BytesIO()
-    write_po(out, catalog, width=76, include_previous=True, include_lineno=False)
-    return out.getvalue()
+def write_catalog(catalog: polib.POFile) -> bytes:
+    """The PO file's bytes as polib writes them (entries in document order, a fuzzy entry's previous English as
+    ``#| msgid``, obsolete entries as ``#~``)."""
+    return catalog.__unicode__().encode("utf-8")
 
 
-def _new_catalog(source: str, old: Catalog | None, bugs: str | None = None) -> Catalog:
-    catalog = Catalog(
-        locale=LANGUAGE,
-        domain=source,
-        project="gradacc",
-        version="course",
-        creation_date=old.creation_date if old else _DATE,
-        revision_date=old.revision_date if old else _DATE,
-        last_translator=old.last_translator if old else "gradacc translators",
-        language_team=old.language_team if old else "Português (Brasil) <pt_BR>",
-        msgid_bugs_address=bugs,
-        fuzzy=False,
+def _new_catalog(source: str, old: polib.POFile | None, bugs: str | None) -> polib.POFile:
+    catalog = polib.POFile(wrapwidth=WIDTH)
+    catalog.header = (
+        f"Brazilian Portuguese translation of {source} (the English source is the truth).\n"
+        "Made by `gradacc translate extract`: translate the msgstr lines, keep the rest (locale/README.md)."
     )
-    catalog.header_comment = (
-        f"# Brazilian Portuguese translation of {source} (the English source is the truth).\n"
-        "# Made by `gradacc translate extract`; translate msgstr, keep the rest (locale/README.md)."
+    catalog.metadata = (
+        dict(old.metadata)
+        if old is not None
+        else {
+            "Project-Id-Version": "gradacc course",
+            "Report-Msgid-Bugs-To": bugs or "",
+            "POT-Creation-Date": _DATE,
+            "PO-Revision-Date": _DATE,
+            "Last-Translator": "gradacc translators",
+            "Language-Team": "Português (Brasil)",
+            "Language": LANGUAGE,
+            "MIME-Version": "1.0",
+            "Content-Type": "text/plain; charset=UTF-8",
+            "Content-Transfer-Encoding": "8bit",
+            "Plural-Forms": "nplurals=2; plural=(n > 1);",
+        }
     )
     return catalog
 
 
 def _similarity(a: str, b: str) -> float:
-    return difflib.SequenceMatcher(None, a.lower().strip(), b.lower().strip()).ratio()
+    return difflib.SequenceMatcher(None, a.lower().strip(), b.lower().strip(), autojunk=False).ratio()
+
+
+def _carry(entry: polib.POEntry, old: polib.POEntry, *, changed: bool) -> polib.POEntry:
+    """``entry`` (the template's) with ``old``'s translation, translator comment and flags; ``fuzzy`` and the old
+    English as ``previous_msgid`` when the English ``changed``."""
+    new = copy.deepcopy(entry)
+    new.msgstr, new.tcomment = old.msgstr, old.tcomment
+    new.flags = list(dict.fromkeys([*(["fuzzy"] if changed or old.fuzzy else []), *new.flags]))
+    if changed:
+        new.previous_msgid = old.msgid
+    elif old.fuzzy:
+        new.previous_msgid = old.previous_msgid
+    return new
 
 
 def update_catalog(
     source: str,
-    template: list[Message],
-    old: Catalog | None,
+    template: list[polib.POEntry],
+    old: polib.POFile | None,
     compendium: dict[str, str] | None = None,
     bugs: str | None = None,
-) -> Catalog:
+) -> polib.POFile:
     """The catalog of ``source`` for ``template`` (the English units), keeping what ``old`` holds (module docstring).
 
     Args:
         compendium: finished translations of other catalogs, English -> translation, for new units.
-        bugs: where to report a problem with the English (the header's ``Report-Msgid-Bugs-To``).
+        bugs: where to report a problem with the English (a new catalog's ``Report-Msgid-Bugs-To``).
     """
     catalog = _new_catalog(source, old, bugs)
-    previous = {} if old is None else {(m.id, m.context): m for m in [*old, *old.obsolete.values()] if m.id}
+    previous = {(e.msgid, e.msgctxt): e for e in old or () if e.msgid}
     used: set = set()
-    results: dict[tuple, Message] = {}
-    for message in template:  # first every unit whose English is unchanged
-        found = previous.get((message.id, message.context))
-        if found is not None:
-            used.add((found.id, found.context))
-            results[message.id, message.context] = _carry(message, found, changed=False)
-    for message in template:  # then the units that changed, or are new
-        key = (message.id, message.context)
+    results: dict[tuple, polib.POEntry] = {}
+    for entry in template:  # first every unit whose English is unchanged
+        found = previous.get((entry.msgid, entry.msgctxt))
+        if found is not None and (found.msgstr or not found.obsolete):
+            used.add((found.msgid, found.msgctxt))
+            results[entry.msgid, entry.msgctxt] = _carry(entry, found, changed=False)
+    for entry in template:  # then the units that changed, or are new
+        key = (entry.msgid, entry.msgctxt)
         if key in results:
             continue
-        scoped = message.context is not None
+        scoped = entry.msgctxt is not None
         candidates = [
-            m
-            for k, m in previous.items()
-            if k not in used and m.string and (not scoped or m.context == message.context)
+            e for k, e in previous.items() if k not in used and e.msgstr and (not scoped or e.msgctxt == entry.msgctxt)
         ]
-        best = max(candidates, key=lambda m: _similarity(m.id, message.id), default=None)
-        if best is not None and (scoped or _similarity(best.id, message.id) >= _SIMILAR):
-            used.add((best.id, best.context))
-            results[key] = _carry(message, best, changed=True)
+        best = max(candidates, key=lambda e: _similarity(e.msgid, entry.msgid), default=None)
+        if best is not None and (scoped or _similarity(best.msgid, entry.msgid) >= _SIMILAR):
+            used.add((best.msgid, best.msgctxt))
+            results[key] = _carry(entry, best, changed=True)
         else:
-            results[key] = message.clone()
-            if compendium and message.id in compendium:
-                results[key].string = compendium[message.id]
-    for message in template:
-        result = results[message.id, message.context]
-        if source != DOMAIN:  # prose: a "%" or a "{1}" of LaTeX is no format string (Babel guesses from the text)
-            result.flags -= {"python-format", "python-brace-format"}
-        catalog[message.id] = result
-    for key, message in previous.items():
-        if key not in used and message.string and key not in results:
-            catalog.obsolete[key] = message
+            results[key] = copy.deepcopy(entry)
+            results[key].msgstr = (compendium or {}).get(entry.msgid, "")
+    for entry in template:
+        catalog.append(results[entry.msgid, entry.msgctxt])
+    for key, entry in previous.items():
+        if key not in used and key not in results and entry.msgstr:
+            gone = copy.deepcopy(entry)
+            gone.obsolete, gone.occurrences, gone.comment = True, [], ""
+            catalog.append(gone)
     return catalog
 
 
-def _carry(message: Message, old: Message, *, changed: bool) -> Message:
-    new = message.clone()
-    new.string = old.string
-    new.user_comments = list(old.user_comments)
-    new.flags |= {flag for flag in old.flags if flag != "python-format"}
-    if changed:
-        new.flags.add("fuzzy")
-        new.previous_id = [old.id] if isinstance(old.id, str) else list(old.id)
-    elif "fuzzy" in old.flags:
-        new.previous_id = list(old.previous_id)
-    return new
-
-
-def _compendium(catalogs: dict[str, Catalog | None]) -> dict[str, str]:
+def _compendium(catalogs: dict[str, polib.POFile | None]) -> dict[str, str]:
     """English -> translation, from every finished (translated, not fuzzy) entry of ``catalogs``: the first wins."""
     found: dict[str, str] = {}
     for catalog in catalogs.values():
-        for message in catalog or ():
-            if message.id and message.string and not message.fuzzy:
-                found.setdefault(message.id, message.string)
+        for entry in catalog or ():
+            if entry.msgstr and not entry.fuzzy and not entry.obsolete:
+                found.setdefault(entry.msgid, entry.msgstr)
     return found
 
 
@@ -277,8 +282,7 @@ def extract(root: Path, *, write: bool = True) -> list[Path]:
     for name in names:
         path = catalog_path(root, name)
         memory = None if name == DOMAIN else compendium
-        updated = update_catalog(name, _template(root, name), old[name], memory, bugs)
-        data = write_catalog(updated)
+        data = write_catalog(update_catalog(name, _template(root, name), old[name], memory, bugs))
         if not path.exists() or path.read_bytes() != data:
             changed.append(path)
             if write:

@@ -1,4 +1,4 @@
-"""``gradacc translate extract | build | status``: the commands of the Brazilian Portuguese edition (locale/README.md).
+"""``gradacc translate extract | build | check | status``: the commands of the Brazilian Portuguese edition (locale/README.md).
 
 ``make translations`` runs ``extract`` then ``build``: after an English notebook or page changes, it marks the changed
 entries fuzzy and rewrites the edition; after a translator edits a catalog, it rewrites the edition.
@@ -12,26 +12,27 @@ import sys
 from pathlib import Path
 
 from .catalogs import DOMAIN, catalog_path, extract, read_catalog, scope, sources
+from .review import prose, review
 
 __all__ = ["catalog_stats", "add_cli"]
 
 
 def catalog_stats(root: Path) -> list[dict]:
     """Per catalog: ``source``, ``entries``, ``translated`` (finished), ``fuzzy``, ``untranslated``, ``words`` (of the
-    English), ``in_scope`` (listed in ``translated.txt``)."""
+    English, outside code, math and links), ``in_scope`` (listed in ``translated.txt``)."""
     finished = set(scope(root))
     rows = []
     for source in [*sources(root), DOMAIN]:
         catalog = read_catalog(catalog_path(root, source))
-        entries = [m for m in catalog or () if m.id]
+        entries = [e for e in catalog or () if not e.obsolete]
         rows.append(
             {
                 "source": source,
                 "entries": len(entries),
-                "translated": sum(1 for m in entries if m.string and not m.fuzzy),
-                "fuzzy": sum(1 for m in entries if m.fuzzy),
-                "untranslated": sum(1 for m in entries if not m.string),
-                "words": sum(len(re.findall(r"\w+", m.id)) for m in entries),
+                "translated": sum(1 for e in entries if e.msgstr and not e.fuzzy),
+                "fuzzy": sum(1 for e in entries if e.fuzzy),
+                "untranslated": sum(1 for e in entries if not e.msgstr),
+                "words": sum(len(re.findall(r"[^\W\d_]+", prose(e.msgid))) for e in entries),
                 "in_scope": source in finished,
             }
         )
@@ -78,6 +79,24 @@ def _cmd_build(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_check(args: argparse.Namespace) -> int:
+
+    problems = review(Path(args.root))
+    titles = {
+        "unfinished": "not finished (in translated.txt)",
+        "kept": "numbers, code, math, links or markup changed",
+        "glossary": "glossary",
+    }
+    for kind, found in problems.items():
+        if found:
+            print(f"{titles[kind]}: {len(found)}")
+            for line in found:
+                print(f"  {line}")
+    if not any(problems.values()):
+        print("every finished catalog is complete, and every translation keeps what it must")
+    return 1 if any(problems.values()) else 0
+
+
 def _cmd_status(args: argparse.Namespace) -> int:
     rows = catalog_stats(Path(args.root))
     print(f"{'catalog':44s} {'entries':>7s} {'words':>6s} {'done':>5s} {'fuzzy':>5s} {'todo':>5s}  in translated.txt")
@@ -106,6 +125,9 @@ def add_cli(subparsers) -> None:
     q.add_argument("--root", default=".", help="the course's root folder")
     q.add_argument("--check", action="store_true", help="write nothing; list stale files and exit 1 if any")
     q.set_defaults(func=_cmd_build)
+    q = sub.add_parser("check", help="what the tests check: finished catalogs, kept numbers/code/links, glossary")
+    q.add_argument("--root", default=".", help="the course's root folder")
+    q.set_defaults(func=_cmd_check)
     q = sub.add_parser("status", help="entries, words, finished, fuzzy and untranslated entries per catalog")
     q.add_argument("--root", default=".", help="the course's root folder")
     q.set_defaults(func=_cmd_status)

@@ -23,14 +23,12 @@ What it writes, all of it generated (never edit these files; change the English 
 from __future__ import annotations
 
 import copy
-import io
 import os
 import re
 from pathlib import Path
 from urllib.parse import quote, unquote
 
 import nbformat
-from babel.messages.mofile import write_mo
 
 from ...i18n import N_
 from ..badges import BADGES_ID, NAV_ID, Repository, badges_markdown, read_repository
@@ -38,7 +36,17 @@ from ..notebooks import _dump, generate_exercise
 from .catalogs import DOMAIN, EDITION, LANGUAGE, catalog_path, read_catalog, sources
 from .units import Segment, code_segments, join, markdown_segments
 
-__all__ = ["SETUP_CODE", "NAV_LABELS", "edition_path", "english_path", "slug", "MessageCatalog", "Edition", "build"]
+__all__ = [
+    "SETUP_CODE",
+    "NAV_LABELS",
+    "edition_path",
+    "english_path",
+    "slug",
+    "finished_messages",
+    "MessageCatalog",
+    "Edition",
+    "build",
+]
 
 SETUP_CODE = (
     "from gradacc.i18n import set_language\n\n"
@@ -135,8 +143,9 @@ class MessageCatalog:
         return outputs
 
 
-def _finished(catalog) -> dict[str, str]:
-    return {m.id: m.string for m in catalog or () if m.id and m.string and not m.fuzzy}
+def finished_messages(catalog) -> dict[str, str]:
+    """English -> translation for the finished entries of a catalog (translated, not fuzzy, not obsolete)."""
+    return {e.msgid: e.msgstr for e in catalog or () if e.msgstr and not e.fuzzy and not e.obsolete}
 
 
 class Edition:
@@ -148,12 +157,12 @@ class Edition:
         self.repo = repo or read_repository(root / "pyproject.toml")
         self.sources = sources(root)
         self.package = read_catalog(catalog_path(root, DOMAIN))
-        self.messages = MessageCatalog(_finished(self.package))
+        self.messages = MessageCatalog(finished_messages(self.package))
         self.translations, self.known = {}, {}
         for source in self.sources:
-            catalog = list(read_catalog(catalog_path(root, source)) or ())
-            self.translations[source] = {(m.id, m.context): m.string for m in catalog if m.id and m.string}
-            self.known[source] = {(m.id, m.context) for m in catalog}
+            catalog = [e for e in read_catalog(catalog_path(root, source)) or () if not e.obsolete]
+            self.translations[source] = {(e.msgid, e.msgctxt): e.msgstr for e in catalog if e.msgstr}
+            self.known[source] = {(e.msgid, e.msgctxt) for e in catalog}
         self.slugs: dict[str, dict[str, str]] = {s: {} for s in self.sources}  # English anchor -> pt-BR anchor
         self.titles: dict[str, str] = {}  # a notebook's English title -> its pt-BR title
         self.missing: list[tuple[str, str | None, str]] = []  # units the catalogs do not hold (run extract)
@@ -284,7 +293,7 @@ class Edition:
             if core in self.titles:
                 word = self.titles[core]
             elif core in NAV_LABELS:
-                word = _finished(self.package).get(core, core)
+                word = finished_messages(self.package).get(core, core)
             else:
                 raise ValueError(f"{english}: navigation label {core!r} is no title and not in NAV_LABELS")
             return "[" + inner.replace(core, word) + "](" + self.target(m.group(2), english) + ")"
@@ -314,9 +323,7 @@ class Edition:
                 out[f"{EDITION}/exercises/{name}"] = _dump(self.exercise(nb, name)).encode()
         for source, text in pages.items():
             out[edition_path(source)] = self.links(text, source).encode()
-        mo = io.BytesIO()
-        write_mo(mo, self.package)
-        out[MO_FILE] = mo.getvalue()
+        out[MO_FILE] = self.package.to_binary()  # polib, as msgfmt: the finished entries only
         return out
 
 
