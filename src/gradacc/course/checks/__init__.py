@@ -5,6 +5,10 @@ its metadata; its stored output is the ``correct`` line, which nbval compares. A
 ``Exercise 2.1: incorrect - <what was wrong>`` instead and, inside a notebook, raises ``CheckFailed``: nbval (and the
 classroom grader) fail that cell whatever output the saved file holds.
 One module per lesson: ``gradacc.course.checks.lesson01`` holds the checks of ``01_theory``, and so on.
+
+The lines are in the learner's language (``gradacc.i18n``): a notebook of the Brazilian Portuguese edition prints
+``Exercício 2.1: correto`` and ``Exercício 2.1: incorreto - ...``. A message is a template looked up with ``_()`` and
+formatted after (``_("Exercise {exercise}: correct").format(exercise=...)``), so that it is in ``gradacc.po``.
 """
 
 from __future__ import annotations
