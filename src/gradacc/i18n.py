@@ -27,7 +27,18 @@ import os
 from functools import cache
 from pathlib import Path
 
-__all__ = ["DOMAIN", "ENV_VAR", "LANGUAGES", "LOCALE_DIR", "N_", "_", "language", "normalize_language", "set_language"]
+__all__ = [
+    "DOMAIN",
+    "ENV_VAR",
+    "LANGUAGES",
+    "LOCALE_DIR",
+    "N_",
+    "_",
+    "language",
+    "normalize_language",
+    "set_language",
+    "translate",
+]
 
 DOMAIN = "gradacc"
 ENV_VAR = "GRADACC_LANG"
@@ -92,6 +103,16 @@ def _translations(lang: str) -> gettext.NullTranslations:
 def _(message: str) -> str:
     """``message`` (an English template) in the current language; English when the catalog has no translation."""
     return _translations(language()).gettext(message)
+
+
+def translate(message: str, lang: str) -> str:
+    """``message`` in ``lang`` (``"en"``, ``"pt_BR"``, ...), whatever this process's language is: what a notebook of
+    that language prints (the pytest plugin compares a pt-BR check cell with its Portuguese line).
+
+    Raises:
+        ValueError: an unknown language (``normalize_language``).
+    """
+    return _translations(normalize_language(lang)).gettext(message)
 
 
 def N_(message: str) -> str:

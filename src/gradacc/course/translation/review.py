@@ -10,9 +10,10 @@
   the comma is the decimal mark, so ``1,797`` would read as one point seven); decimals keep Python's point
   (``0.055``, as the outputs print them).
 * **Glossary** (``locale/<lang>/glossary.csv``): where the English of a finished entry has a term, its Portuguese has
-  the glossary's rendering and none of the forms to avoid; in a finished source, the first entry that uses a term
-  marked ``beside`` also has the English term (``microlote (*micro-batch*)``). A translator comment
-  ``# glossary-ignore: TERM`` on an entry lifts the rendering check of that term there (a verb "to weight", say).
+  the glossary's rendering and none of the forms to avoid; in a finished source (not ``gradacc.po``, whose messages
+  are read one at a time), the first entry that uses a term marked ``beside`` also has the English term
+  (``microlote (*micro-batch*)``). A translator comment ``# glossary-ignore: TERM`` on an entry lifts the rendering
+  check of that term there (a verb "to weight", say).
 """
 
 from __future__ import annotations
@@ -88,7 +89,6 @@ def entry_problems(source: str, message: polib.POEntry) -> list[str]:
         want, got = sorted(_PLACEHOLDER.findall(english)), sorted(_PLACEHOLDER.findall(translated))
         if want != got:
             found.append(f"placeholders {got} instead of {want}")
-        return [f"{_where(source, message)}: {p}" for p in found]
     ours, theirs = invariants(english), invariants(translated, english=False)
     for kind in ours:
         if ours[kind] != theirs[kind]:
@@ -204,5 +204,6 @@ def review(root: Path) -> dict[str, list[str]]:
         for message in messages:
             if not message.fuzzy:
                 problems["kept"] += entry_problems(source, message)
-        problems["glossary"] += glossary_problems(source, messages, terms, first_use=source in finished)
+        first_use = source in finished and source != DOMAIN  # a message is read on its own, not in an order
+        problems["glossary"] += glossary_problems(source, messages, terms, first_use=first_use)
     return problems
