@@ -316,3 +316,38 @@ def test_exercises_are_generated_from_pt_solutions_by_the_course_generator():
         stored = nbformat.read(ROOT / "pt-BR" / "exercises" / solution.name, as_version=4)
         assert [c.source for c in made.cells[2:]] == [c.source for c in stored.cells[2:]], solution.name
         assert json.dumps(made.metadata, sort_keys=True) == json.dumps(stored.metadata, sort_keys=True)
+
+
+def test_the_pytest_plugin_compares_a_pt_check_cell_with_its_portuguese_line():
+    from types import SimpleNamespace
+
+    from gradacc.course import pytest_plugin
+
+    exercise = nbformat.read(ROOT / "pt-BR" / "exercises" / "01_theory.ipynb", as_version=4)
+    cell = next(c for c in exercise.cells if "check" in c.metadata.get("tags", []))
+    item = SimpleNamespace(options={}, cell=cell, repr_failure=lambda excinfo, **kwargs: "nbval's report")
+    pytest_plugin._judge_code_only(item, "1.1", False, pytest_plugin._language(SimpleNamespace(nb=exercise)))
+    assert item.cell.outputs[0]["text"] == "Exercício 1.1: correto\n"
+    assert item.repr_failure(None).splitlines()[:2] == [
+        "Exercício 1.1: a célula de verificação falhou (o relatório do nbval abaixo diz como)",
+        "(a célula de verificação `check_combine_means(combine_means)`)",
+    ]
+    english = nbformat.read(ROOT / "exercises" / "01_theory.ipynb", as_version=4)
+    assert pytest_plugin._language(SimpleNamespace(nb=english)) == "en"
+
+
+@pytest.mark.notebook
+def test_a_pt_exercise_fails_exactly_at_its_checks_in_portuguese():
+    """``pytest --nbval pt-BR/exercises/01_theory.ipynb``, unanswered: the two check cells fail, each with the
+    Portuguese ``CheckFailed`` line, and no other cell does (one notebook run, about 15 s)."""
+    from gradacc.course.notebooks import check_cells, run_nbval
+
+    path = ROOT / "pt-BR" / "exercises" / "01_theory.ipynb"
+    run = run_nbval(path, timeout=300)
+    checks = [c["code_index"] for c in check_cells(nbformat.read(path, as_version=4))]
+    assert run.returncode == 1 and run.failed_cells == checks == [3, 5], run.output[-2000:]
+    for index, exercise in zip(checks, ("1.1", "1.2"), strict=True):
+        assert run.cells[index]["message"].startswith(
+            f"O exercício {exercise} ainda não está correto: ainda sem resposta (a célula de solução ainda lança "
+            "NotImplementedError). Corrija e rode esta célula de novo"
+        ), run.cells[index]["message"][:300]
