@@ -1,7 +1,9 @@
 """``gradacc translate extract | build | check | status``: the commands of the Brazilian Portuguese edition (locale/README.md).
 
 ``make translations`` runs ``extract`` then ``build``: after an English notebook or page changes, it marks the changed
-entries fuzzy and rewrites the edition; after a translator edits a catalog, it rewrites the edition.
+entries fuzzy and rewrites the edition; after a translator edits a catalog, it rewrites the edition. The commands
+import polib, Babel and markdown-it-py when they run (the package's ``translate`` extra), so ``gradacc`` works
+without them where nobody translates (Colab).
 """
 
 from __future__ import annotations
@@ -11,15 +13,15 @@ import re
 import sys
 from pathlib import Path
 
-from .catalogs import DOMAIN, catalog_path, extract, read_catalog, scope, sources
-from .review import prose, review
-
 __all__ = ["catalog_stats", "add_cli"]
 
 
 def catalog_stats(root: Path) -> list[dict]:
     """Per catalog: ``source``, ``entries``, ``translated`` (finished), ``fuzzy``, ``untranslated``, ``words`` (of the
     English, outside code, math and links), ``in_scope`` (listed in ``translated.txt``)."""
+    from .catalogs import DOMAIN, catalog_path, read_catalog, scope, sources
+    from .review import prose
+
     finished = set(scope(root))
     rows = []
     for source in [*sources(root), DOMAIN]:
@@ -40,6 +42,8 @@ def catalog_stats(root: Path) -> list[dict]:
 
 
 def _cmd_extract(args: argparse.Namespace) -> int:
+    from .catalogs import extract
+
     root = Path(args.root)
     if not (root / "lessons").is_dir():
         print(f"error: no lessons/ under {root}; run from the course's root folder", file=sys.stderr)
@@ -80,6 +84,7 @@ def _cmd_build(args: argparse.Namespace) -> int:
 
 
 def _cmd_check(args: argparse.Namespace) -> int:
+    from .review import review
 
     problems = review(Path(args.root))
     titles = {
