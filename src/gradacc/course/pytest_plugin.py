@@ -21,11 +21,12 @@ output is not a terminal.
 
 from __future__ import annotations
 
+import os
 import re
 
 import nbformat
 
-from ..i18n import N_, translate
+from ..i18n import ENV_VAR, N_, translate
 
 # the plugin's learner-facing lines, translated into the notebook's language where they are printed
 _FAILED = N_("Exercise {exercise}: its check cell failed (nbval's report below says how)")
@@ -43,11 +44,13 @@ def check_of(cell) -> str | None:
 
 
 def _language(notebook) -> str:
-    """The language of an nbval notebook item's file: ``metadata.gradacc.language`` (the pt-BR edition's
-    ``"pt_BR"``), else English."""
+    """The language an nbval notebook item's kernel prints in: its file's ``metadata.gradacc.language`` (the pt-BR
+    edition's ``"pt_BR"``, whose setup cell calls ``set_language``), else ``GRADACC_LANG``, which the kernel
+    inherits, else English."""
     meta = getattr(notebook, "nb", None)
     meta = meta.metadata.get("gradacc", {}) if meta is not None else {}
-    return meta.get("language", "en") if isinstance(meta, dict) else "en"
+    chosen = meta.get("language") if isinstance(meta, dict) else None
+    return chosen or os.environ.get(ENV_VAR) or "en"
 
 
 def _judge_code_only(item, check: str | None, markup: bool, language: str = "en") -> None:

@@ -91,9 +91,10 @@ class MessageCatalog:
     """The finished entries of ``gradacc.po``, to put printed messages into Portuguese after the fact.
 
     A message template (``Exercise {exercise}: incorrect - {problem}``) becomes a pattern: its text literally, each
-    placeholder any text. A line that matches a template whole is written with its translation, each placeholder's
-    text translated the same way first (``{problem}`` is often itself a message, like ``close``'s). The longest
-    templates are tried first; a line that matches none is left as it is.
+    placeholder any text. A line (or a code span) that matches a template with placeholders whole is written with its
+    translation, each placeholder's text translated the same way first, by any message (``{problem}`` is often itself
+    a message, like ``close``'s). A message without placeholders (a navigation label, ``exercise``) translates only
+    such a value, never a line on its own. The longest templates are tried first; text that matches none is kept.
     """
 
     def __init__(self, messages: dict[str, str]):
@@ -107,16 +108,17 @@ class MessageCatalog:
                     names.append(piece)
                 else:
                     parts.append(re.escape(piece))
-            if names or english:
-                patterns.append((len(_PLACEHOLDER.sub("", english)), re.compile("".join(parts), re.S), translated))
-        self.patterns = [(p, t) for _, p, t in sorted(patterns, key=lambda x: -x[0])]
+            literal = len(_PLACEHOLDER.sub("", english))
+            patterns.append((literal, bool(names), re.compile("".join(parts), re.S), translated))
+        self.patterns = [(templated, p, t) for _, templated, p, t in sorted(patterns, key=lambda x: -x[0])]
 
-    def translate(self, text: str) -> str:
-        """``text`` (one message) translated, or unchanged when no template matches it."""
-        for pattern, translated in self.patterns:
-            match = pattern.fullmatch(text)
+    def translate(self, text: str, *, whole: bool = True) -> str:
+        """``text`` (one message) translated, or unchanged when no template matches it; ``whole``: ``text`` is a
+        whole line or span (only templates with placeholders apply), else a placeholder's value (any message)."""
+        for templated, pattern, translated in self.patterns:
+            match = (templated or not whole) and pattern.fullmatch(text)
             if match:
-                values = {name: self.translate(value) for name, value in match.groupdict().items()}
+                values = {name: self.translate(value, whole=False) for name, value in match.groupdict().items()}
                 return _PLACEHOLDER.sub(lambda m, values=values: values[m.group(1)], translated)
         return text
 

@@ -1,10 +1,10 @@
 """Translatable units: a document cut into segments, the units a translator translates and the text kept as it is.
 
-* **Markdown** (a markdown cell, a page): each top-level block that holds words is a unit: a paragraph, a heading, a
-  block quote, each item of a top-level list, each row of a table. Blocks are found by markdown-it-py (CommonMark,
-  with tables), so code fences, HTML blocks, rules and blank lines stay as they are; the ``#`` comments inside a
-  ``python`` or ``bash`` fence are units too (below). A block with no word outside code spans, math and links (a
-  formula on its own, a row of badges) is kept.
+* **Markdown** (a markdown cell, a page): each paragraph and heading, at any depth, and each table row is a unit, in
+  whole lines (a list item's paragraph starts with the item's marker, a quote's with ``>``). Blocks are found by
+  markdown-it-py (CommonMark, with tables), so code fences, HTML blocks, rules and blank lines stay as they are; the
+  ``#`` comments inside a ``python`` or ``bash`` fence are units too (below). A block with no word outside code spans,
+  math and links (a formula on its own, a row of badges) is kept.
 * **Code** (a code cell, a fence): each ``#`` comment is a unit, found by Python's ``tokenize`` (a ``#`` inside a string
   is not a comment), except the markers tools read (``# noqa``, ``# NBVAL_...``, ``### BEGIN SOLUTION``, ...).
   Comment lines that follow each other at the same indentation are one unit, one line of text per comment line;
@@ -104,7 +104,12 @@ def markdown_segments(source: str) -> list[Segment]:
             body = lines[start + 1 : end]
             closed = bool(body) and body[-1].strip()[:3] in ("```", "~~~")
             _keep(out, lines[start])
-            for seg in code_segments("".join(body[:-1] if closed else body), _COMMENT_FENCES[kind]):
+            code = "".join(body[:-1] if closed else body)
+            try:
+                segments = code_segments(code, _COMMENT_FENCES[kind])
+            except ValueError:  # a fence that is no valid Python on its own (indented in a list, a fragment)
+                segments = code_segments(code, "shell")
+            for seg in segments:
                 if seg.kind == "keep":
                     _keep(out, seg.text)
                 else:
