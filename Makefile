@@ -9,7 +9,7 @@ BIN := $(VENV)/bin
 # chooses.
 PYTHON ?= $(shell for p in python3.11 python3.13 python3.12 python3; do \
 	$$p -c 'import sys' >/dev/null 2>&1 && { command -v $$p; break; }; done)
-INSTALL_GOALS := install lab test test-load exercises badges bench bench-reference lint site
+INSTALL_GOALS := install lab lab-pt test test-load exercises badges bench bench-reference lint site translations
 ifneq ($(filter $(INSTALL_GOALS),$(or $(MAKECMDGOALS),install)),)
 ifeq ($(wildcard $(BIN)/python),)
 PYTHON_VERSION := $(if $(PYTHON),$(shell $(PYTHON) -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null))
@@ -39,7 +39,7 @@ ifneq ($(filter-out cpu,$(TORCH)),)
 $(error TORCH=$(TORCH) is not supported: use TORCH=cpu for the CPU build of torch, or leave TORCH unset)
 endif
 
-.PHONY: install lab test test-load exercises badges bench lint site clean replica-early
+.PHONY: install lab lab-pt test test-load exercises badges bench lint site translations clean replica-early
 
 install: $(STAMP)
 
@@ -56,6 +56,24 @@ $(STAMP):
 lab: $(STAMP)
 	$(BIN)/jupyter lab --ip=$(HOST) --port=$(PORT) --no-browser $(ALLOW_ROOT) \
 		--ServerApp.root_dir="$(CURDIR)" lessons/00_setup.ipynb
+
+# The Brazilian Portuguese edition (pt-BR/) in JupyterLab's own Brazilian Portuguese interface
+# (jupyterlab-language-pack-pt-br, pinned in requirements.txt): this launch's JupyterLab settings live in
+# build/lab-pt-settings/ and choose the pt_BR locale; `make lab` keeps your own settings and English.
+LAB_PT_SETTINGS := build/lab-pt-settings
+lab-pt: $(STAMP)
+	@mkdir -p $(LAB_PT_SETTINGS)/@jupyterlab/translation-extension $(LAB_PT_SETTINGS)/@jupyterlab/apputils-extension
+	@echo '{"locale": "pt_BR"}' > $(LAB_PT_SETTINGS)/@jupyterlab/translation-extension/plugin.jupyterlab-settings
+	@echo '{"fetchNews": "false", "checkForUpdates": false}' \
+		> $(LAB_PT_SETTINGS)/@jupyterlab/apputils-extension/notification.jupyterlab-settings
+	JUPYTERLAB_SETTINGS_DIR="$(CURDIR)/$(LAB_PT_SETTINGS)" $(BIN)/jupyter lab --ip=$(HOST) --port=$(PORT) --no-browser \
+		$(ALLOW_ROOT) --ServerApp.root_dir="$(CURDIR)" pt-BR/lessons/00_setup.ipynb
+
+# After changing an English notebook or page, or a catalog: update the catalogs (changed English -> fuzzy entries),
+# then write pt-BR/, README.pt-BR.md and the package's compiled messages from them (locale/README.md)
+translations: $(STAMP)
+	$(BIN)/gradacc translate extract
+	$(BIN)/gradacc translate build
 
 # `make test` with the default PYTEST_ARGS runs the Colab replica's tests: its 6 GB environment (tests/colab_replica.py,
 # cached in build/test-cache/) starts building before .venv installs, each pip install on a core of its own; the
@@ -95,4 +113,5 @@ site: $(STAMP)
 	$(BIN)/gradacc site
 
 clean:
-	rm -rf $(VENV) .pytest_cache build/test-cache build/site build/site-src build/site-npm test-artifacts
+	rm -rf $(VENV) .pytest_cache build/test-cache build/site build/site-src build/site-npm build/lab-pt-settings \
+		test-artifacts

@@ -12,6 +12,7 @@ SUBCOMMANDS: tuple[str, ...] = (
     "gradacc.course.cli",
     "gradacc.course.badges",
     "gradacc.course.site",
+    "gradacc.course.translation.cli",
     "gradacc.grading.cli",
     "gradacc.grading.export",
     "gradacc.grading.autograders",

@@ -11,7 +11,8 @@ still fails the cell, after that limit.
 
 **A self-check judges the code, never the saved outputs.** In a notebook with graded check cells (metadata
 ``{"gradacc": {"check": "X.Y"}}``: an exercise or a solution), each check cell is compared with the pristine
-``Exercise X.Y: correct`` line, whatever output the learner's saved file holds, and no other cell's stored output is
+``Exercise X.Y: correct`` line (in the notebook's language: ``Exercício X.Y: correto`` in a pt-BR notebook, whose
+metadata says ``{"gradacc": {"language": "pt_BR"}}``), whatever output the learner's saved file holds, and no other cell's stored output is
 compared (its errors still fail it): the grader judges a submission the same way. A learner who ran a wrong answer,
 saved, then fixed the code without re-running the check cell passes; a wrong answer fails at its check, whose report
 starts with the exercise's number and the check's reason (``CheckFailed``'s message), without colour codes when the
@@ -20,10 +21,16 @@ output is not a terminal.
 
 from __future__ import annotations
 
+import os
 import re
 
 import nbformat
 
+from ..i18n import ENV_VAR, N_, translate
+
+# the plugin's learner-facing lines, translated into the notebook's language where they are printed
+_FAILED = N_("Exercise {exercise}: its check cell failed (nbval's report below says how)")
+_WHERE = N_("(the check cell `{source}`)")
 OUTPUT_TIMEOUT_S = 60.0
 """Seconds nbval waits for each output message after a cell's reply (nbval's own value is 5)."""
 
@@ -36,21 +43,33 @@ def check_of(cell) -> str | None:
     return str(meta["check"]) if isinstance(meta, dict) and "check" in meta else None
 
 
-def _judge_code_only(item, check: str | None, markup: bool) -> None:
+def _language(notebook) -> str:
+    """The language an nbval notebook item's kernel prints in: its file's ``metadata.gradacc.language`` (the pt-BR
+    edition's ``"pt_BR"``, whose setup cell calls ``set_language``), else ``GRADACC_LANG``, which the kernel
+    inherits, else English."""
+    meta = getattr(notebook, "nb", None)
+    meta = meta.metadata.get("gradacc", {}) if meta is not None else {}
+    chosen = meta.get("language") if isinstance(meta, dict) else None
+    return chosen or os.environ.get(ENV_VAR) or "en"
+
+
+def _judge_code_only(item, check: str | None, markup: bool, language: str = "en") -> None:
     if check is None:
         item.options["check"] = False  # a learner's saved output is no evidence; an error still fails the cell
         item.cell.outputs = []
         return
     item.options["check"] = True
-    item.cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text=f"Exercise {check}: correct\n")]
+    line = translate("Exercise {exercise}: correct", language).format(exercise=check)  # as the notebook prints it
+    item.cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text=line + "\n")]
     item.cell.execution_count = item.cell.execution_count or 1
     plain = item.repr_failure
 
     def repr_failure(excinfo, **kwargs):
         report = str(plain(excinfo, **kwargs))
         first = next((m.group(1) for m in re.finditer(r"CheckFailed: (.+)", _ANSI.sub("", report))), None)
-        head = first or f"Exercise {check}: its check cell failed (nbval's report below says how)"
-        report = f"{head}\n(the check cell `{item.cell.source.strip()}`)\n\n{report}"
+        head = first or translate(_FAILED, language).format(exercise=check)
+        where = translate(_WHERE, language).format(source=item.cell.source.strip())
+        report = f"{head}\n{where}\n\n{report}"
         return report if markup else _ANSI.sub("", report)
 
     item.repr_failure = repr_failure
@@ -65,7 +84,7 @@ def pytest_collection_modifyitems(session, config, items) -> None:
     markup = config.get_terminal_writer().hasmarkup
     for item in cells:
         if id(item.parent) in graded:
-            _judge_code_only(item, check_of(item.cell), markup)
+            _judge_code_only(item, check_of(item.cell), markup, _language(item.parent))
         if not markup:
             from nbval.plugin import nocolors
 

@@ -5,6 +5,10 @@ its metadata; its stored output is the ``correct`` line, which nbval compares. A
 ``Exercise 2.1: incorrect - <what was wrong>`` instead and, inside a notebook, raises ``CheckFailed``: nbval (and the
 classroom grader) fail that cell whatever output the saved file holds.
 One module per lesson: ``gradacc.course.checks.lesson01`` holds the checks of ``01_theory``, and so on.
+
+The lines are in the learner's language (``gradacc.i18n``): a notebook of the Brazilian Portuguese edition prints
+``Exercício 2.1: correto`` and ``Exercício 2.1: incorreto - ...``. A message is a template looked up with ``_()`` and
+formatted after (``_("Exercise {exercise}: correct").format(exercise=...)``), so that it is in ``gradacc.po``.
 """
 
 from __future__ import annotations
@@ -17,12 +21,17 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
+from ...i18n import _
+
 __all__ = ["CheckFailed", "report", "run_check", "close", "quietly", "weights_fingerprint"]
 
 
 def report(exercise: str, ok: bool, message: str = "") -> bool:
-    """Print the one line a check cell shows and return ``ok``."""
-    print(f"Exercise {exercise}: correct" if ok else f"Exercise {exercise}: incorrect - {message}")
+    """Print the one line a check cell shows, in the learner's language (``gradacc.i18n``), and return ``ok``."""
+    if ok:
+        print(_("Exercise {exercise}: correct").format(exercise=exercise))
+    else:
+        print(_("Exercise {exercise}: incorrect - {problem}").format(exercise=exercise, problem=message))
     return ok
 
 
@@ -61,12 +70,16 @@ def run_check(exercise: str, body: Callable[[], str | None]) -> bool:
             warnings.simplefilter("ignore")
             problem = body()
     except NotImplementedError:
-        problem = "not answered yet (the solution cell still raises NotImplementedError)"
+        problem = _("not answered yet (the solution cell still raises NotImplementedError)")
     except Exception as exc:  # the student's code failed: say how
-        problem = f"your code raised {type(exc).__name__}: {exc}"
+        problem = _("your code raised {error}: {message}").format(error=type(exc).__name__, message=exc)
     ok = report(exercise, problem is None, problem or "")
     if not ok and _in_notebook():
-        raise CheckFailed(f"Exercise {exercise} is not correct yet: {problem}. Fix it and run this cell again")
+        raise CheckFailed(
+            _("Exercise {exercise} is not correct yet: {problem}. Fix it and run this cell again").format(
+                exercise=exercise, problem=problem
+            )
+        )
     return ok
 
 
@@ -75,10 +88,12 @@ def close(name: str, got: float, want: float, tol: float) -> str | None:
     try:
         got = float(got)
     except (TypeError, ValueError):
-        return f"{name} should be a number, got {got!r}"
+        return _("{name} should be a number, got {got}").format(name=name, got=repr(got))
     if math.isfinite(got) and abs(got - want) <= tol:
         return None
-    return f"{name} = {got:.6g}, expected {want:.6g} (tolerance {tol:g})"
+    return _("{name} = {got}, expected {want} (tolerance {tol})").format(
+        name=name, got=f"{got:.6g}", want=f"{want:.6g}", tol=f"{tol:g}"
+    )
 
 
 def quietly(fn: Callable, *args: Any, **kwargs: Any) -> Any:

@@ -13,6 +13,7 @@ import torch
 import torch.nn.functional as F
 
 from ...data import IGNORE_INDEX, build_vocab, docstring_corpus, encode, load_digits_tensors, pad_batch
+from ...i18n import _
 from ...models import TinyLM, make_digits_model
 from . import close, run_check
 
@@ -51,26 +52,29 @@ def check_combine_means(combine_means: Callable) -> None:
     def body() -> str | None:
         problem = close("combine_means([2.0, 4.0], [10, 30])", combine_means([2.0, 4.0], [10, 30]), 3.5, 1e-9)
         if problem:
-            return problem + " (weight each mean by its count: 10 items of 2.0 and 30 of 4.0)"
+            return problem + " " + _("(weight each mean by its count: 10 items of 2.0 and 30 of 4.0)")
         problem = close("combine_means([5.0], [7])", combine_means([5.0], [7]), 5.0, 1e-9)
         if problem:
             return problem
         for sizes in ((10, 22), (1, 5, 26), (16, 16, 16, 16)):
             losses, grads, (full_loss, full_grad) = _micro_batch_means(sizes)
             got = combine_means(losses, list(sizes))
-            problem = close(f"the combined mean loss of digit micro-batches of {sizes}", got, full_loss.item(), _TOL)
+            name = _("the combined mean loss of digit micro-batches of {sizes}").format(sizes=sizes)
+            problem = close(name, got, full_loss.item(), _TOL)
             if problem:
                 return problem
             got = combine_means(grads, list(sizes))
             if not torch.is_tensor(got) or got.shape != full_grad.shape:
                 shape = tuple(got.shape) if torch.is_tensor(got) else type(got).__name__
-                return f"for gradient tensors of shape {tuple(full_grad.shape)} it returned {shape}; return a tensor of that shape"
+                return _(
+                    "for gradient tensors of shape {shape} it returned {got}; return a tensor of that shape"
+                ).format(shape=tuple(full_grad.shape), got=shape)
             error = (got - full_grad).abs().max().item()
             if not error <= _TOL:
-                return (
-                    f"the combined gradient of digit micro-batches of {sizes} is off by {error:.2g} "
-                    f"(tolerance {_TOL:g}): weight each micro-batch's mean by counts[k] / sum(counts)"
-                )
+                return _(
+                    "the combined gradient of digit micro-batches of {sizes} is off by {error} (tolerance {tol}): "
+                    "weight each micro-batch's mean by counts[k] / sum(counts)"
+                ).format(sizes=sizes, error=f"{error:.2g}", tol=f"{_TOL:g}")
         return None
 
     run_check("1.1", body)
@@ -115,31 +119,34 @@ def check_window_token_losses(window_token_losses: Callable) -> None:
         losses = window_token_losses(logits_list, labels_list)
         losses = list(losses) if isinstance(losses, (list, tuple)) else losses
         if not isinstance(losses, list) or len(losses) != len(logits_list):
-            return f"return a list with one loss per micro-batch ({len(logits_list)} here), got {type(losses).__name__}"
+            return _("return a list with one loss per micro-batch ({count} here), got {got}").format(
+                count=len(logits_list), got=type(losses).__name__
+            )
         if not all(torch.is_tensor(loss) and loss.dim() == 0 and loss.requires_grad for loss in losses):
-            return "each loss must be a 0-d tensor that autograd can differentiate (do not call .item())"
+            return _("each loss must be a 0-d tensor that autograd can differentiate (do not call .item())")
         total = float(sum(loss.detach() for loss in losses))
         per_sequence = sum(
             (tl.sum() / (labels != IGNORE_INDEX).sum()).item() / len(losses)
             for tl, labels in zip(token_losses, labels_list, strict=True)
         )
         if abs(total - per_sequence) < 1e-5 < abs(per_sequence - target.item()):
-            return (
-                f"the losses add up to {total:.6g}, the mean of the micro-batch means; the mean over the window's "
-                f"{tokens} real tokens is {target.item():.6g}: divide each micro-batch's summed token losses by {tokens}"
-            )
-        problem = close("the sum of the micro-batch losses", total, target.item(), 1e-5)
+            return _(
+                "the losses add up to {total}, the mean of the micro-batch means; the mean over the window's "
+                "{tokens} real tokens is {want}: divide each micro-batch's summed token losses by {tokens}"
+            ).format(total=f"{total:.6g}", tokens=tokens, want=f"{target.item():.6g}")
+        problem = close(_("the sum of the micro-batch losses"), total, target.item(), 1e-5)
         if problem:
-            return problem + f" (the mean over the window's {tokens} real tokens; padding labels are {IGNORE_INDEX})"
+            hint = _("(the mean over the window's {tokens} real tokens; padding labels are {ignore})")
+            return problem + " " + hint.format(tokens=tokens, ignore=IGNORE_INDEX)
         got_grads = torch.autograd.grad(sum(losses), logits_list, allow_unused=True)
         for k, (got, want) in enumerate(zip(got_grads, want_grads, strict=True)):
             if got is None:
-                return f"the loss does not depend on micro-batch {k}'s logits"
+                return _("the loss does not depend on micro-batch {k}'s logits").format(k=k)
             error = (got - want).abs().max().item()
             if not error <= _TOL:
-                return (
-                    f"the gradient with respect to micro-batch {k}'s logits is off by {error:.2g} (tolerance {_TOL:g})"
-                )
+                return _(
+                    "the gradient with respect to micro-batch {k}'s logits is off by {error} (tolerance {tol})"
+                ).format(k=k, error=f"{error:.2g}", tol=f"{_TOL:g}")
         return None
 
     run_check("1.2", body)
