@@ -81,7 +81,8 @@ class Progress:
         text = ["  ".join(cell.ljust(w) for cell, w in zip(row[:3], widths, strict=True)) + "  " + row[3]
                 for row in [head, *lines]]  # fmt: skip
         total = sum(e.points for e in self.exercises), sum(e.max_points for e in self.exercises)
-        text.append(f"total: {_num(total[0])} / {_num(total[1])} points in {len(self.exercises)} exercises")
+        plural = "" if len(self.exercises) == 1 else "s"
+        text.append(f"total: {_num(total[0])} / {_num(total[1])} points in {len(self.exercises)} exercise{plural}")
         if self.absent:
             text.append(f"not in {self.folder}: {', '.join(self.absent)}")
         return "\n".join(text)
