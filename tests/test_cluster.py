@@ -360,7 +360,7 @@ def test_the_merge_refuses_shards_that_are_not_one_class_graded_one_way(tmp_path
     folders = _fake_shards(tmp_path / "ok")
     book, journal = merge_shards(folders)
     assert [r.student for r in book.rows] == ["ann", "bo", "cy", "di", "ed", "flo"] == [r.student for r in journal]
-    assert (book.seed, book.check_columns, book.wall_s) == (7, ["1.1", "1.2"], 1.0)
+    assert (book.seed, book.check_columns) == (7, ["1.1", "1.2"])
 
     assert "shard 1-of-2 missing: grade it (Slurm: sbatch --array=1 ...)" in _refusal(folders[:1])
     twice = tmp_path / "elsewhere"
