@@ -362,7 +362,8 @@ def test_the_merge_refuses_shards_that_are_not_one_class_graded_one_way(tmp_path
     assert [r.student for r in book.rows] == ["ann", "bo", "cy", "di", "ed", "flo"] == [r.student for r in journal]
     assert (book.seed, book.check_columns) == (7, ["1.1", "1.2"])
 
-    assert "shard 1-of-2 missing: grade it (Slurm: sbatch --array=1 ...)" in _refusal(folders[:1])
+    missing = "shard 1-of-2 missing: grade it (the guide's Slurm script: TASKS=1 bash grade-class.sh), then merge"
+    assert missing in _refusal(folders[:1])
     twice = tmp_path / "elsewhere"
     twice.mkdir()
     (twice / "shard.json").write_bytes((folders[0] / "shard.json").read_bytes())

@@ -122,3 +122,22 @@ def test_a_fixed_answer_passes_without_re_running_its_check_and_agrees_with_the_
     (judged,) = fixed_progress.exercises
     assert (judged.checks, judged.points, judged.max_points) == (fixed.checks, 6, 6) and judged.done
     assert judged.next == "done: every check passed" and fixed_progress.record is None
+
+
+def test_progress_says_what_to_pass_when_its_folders_are_missing(tmp_path):
+    """No notebook runs: the folder, the course's solutions and the exercise names are checked first."""
+    from gradacc.grading import GradingError
+
+    for call, message in [
+        (lambda: progress(tmp_path / "nowhere"), "is not a folder: pass the folder of your exercise notebooks"),
+        (lambda: progress(tmp_path), "progress puts your answers into the course's solution notebooks"),
+        (lambda: progress(tmp_path, reference=ROOT / "solutions", exercises=["02_pytroch"]),
+         "no course exercise is called ['02_pytroch']"),
+    ]:  # fmt: skip
+        with pytest.raises(GradingError) as error:
+            call()
+        assert message in str(error.value)
+    empty = progress(tmp_path, reference=ROOT / "solutions", exercises=["01_theory", "02_pytorch"])
+    assert (empty.exercises, empty.absent) == ([], ["01_theory", "02_pytorch"])
+    assert empty.table().splitlines()[-1] == f"not in {tmp_path}: 01_theory, 02_pytorch"
+    assert json.loads(empty.record.read_text())["exercises"] == {} and empty.record == tmp_path / "progress.json"

@@ -282,7 +282,7 @@ def merge_shards(folders: Sequence[Path]) -> tuple[Gradebook, list[Row]]:
             _, kept = read_journal(_journal_of(Path(folder)))
             problems.append(
                 f"shard {name} did not finish ({len(kept)} notebooks in its journal): run it again with --resume "
-                f"(Slurm: sbatch --array={record['shard'][0]} ...), then merge"
+                f"(the guide's Slurm script: TASKS={record['shard'][0]} bash grade-class.sh), then merge"
             )
         records[name] = record
     for name, where in seen.items():
@@ -300,10 +300,11 @@ def merge_shards(folders: Sequence[Path]) -> tuple[Gradebook, list[Row]]:
     elif counts:
         absent = [f"{k}-of-{counts[0]}" for k in range(counts[0]) if f"{k}-of-{counts[0]}" not in records]
         if absent:
+            tasks = ",".join(a.split("-")[0] for a in absent)
             problems.append(
                 f"shard{'s' if len(absent) > 1 else ''} {', '.join(absent)} missing: grade "
-                f"{'them' if len(absent) > 1 else 'it'} (Slurm: sbatch --array={','.join(a.split('-')[0] for a in absent)}"
-                " ...), then merge"
+                f"{'them' if len(absent) > 1 else 'it'} (the guide's Slurm script: TASKS={tasks} bash grade-class.sh), "
+                "then merge"
             )
     owners: dict[str, set[str]] = {}
     for name, record in records.items():
