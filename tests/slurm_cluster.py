@@ -10,6 +10,7 @@ slurm.conf that worked here is in ../shared/FACTS.md, "Measured later (2026-12-0
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import pwd
@@ -199,29 +200,31 @@ class Cluster:
                 return states
             if time.monotonic() > deadline:
                 raise TimeoutError(f"job {job} still {states} after {timeout:.0f} s")
-            time.sleep(0.5)
+            time.sleep(1)
+
+    def pids(self) -> list[int]:
+        """The process ids of munged, slurmctld and slurmd (from their pid files)."""
+        pids = []
+        for pid_file in self._pid_files:
+            with contextlib.suppress(OSError, ValueError, IndexError):
+                pids.append(int(pid_file.read_text().split()[0]))
+        return pids
 
     def daemons_cpu_s(self) -> float:
         """CPU seconds (user + system) that munged, slurmctld and slurmd have used so far."""
         import psutil
 
         total = 0.0
-        for pid_file in self._pid_files:
-            try:
-                times = psutil.Process(int(pid_file.read_text().split()[0])).cpu_times()
-            except (OSError, ValueError, IndexError, psutil.Error):
-                continue
-            total += times.user + times.system
+        for pid in self.pids():
+            with contextlib.suppress(psutil.Error):
+                times = psutil.Process(pid).cpu_times()
+                total += times.user + times.system
         return total
 
     # ------------------------------------------------------------------------------------------------ stop
     def stop(self) -> None:
         """Stop every daemon this cluster started (by its pid file, slurmd first), then remove its folder."""
-        for pid_file in reversed(self._pid_files):
-            try:
-                pid = int(pid_file.read_text().split()[0])
-            except (OSError, ValueError, IndexError):
-                continue
+        for pid in reversed(self.pids()):
             try:
                 os.kill(pid, signal.SIGTERM)
             except ProcessLookupError:
