@@ -226,16 +226,11 @@ def finish_shard(paths: ShardPaths, record: dict, book: Gradebook, cpu_s: float 
 
 
 # ---------------------------------------------------------------------------------------------------------- merge
-def _groups(records: dict[str, dict], value) -> dict[str, list[str]]:
-    groups: dict[str, list[str]] = {}
-    for name, record in records.items():
-        groups.setdefault(json.dumps(value(record), sort_keys=True), []).append(name)
-    return groups
-
-
 def _differ(records: dict[str, dict], key: str, what: str) -> str | None:
     """A problem naming the shards that disagree on ``record[key]``, or ``None``."""
-    groups = _groups(records, lambda r: r.get(key))
+    groups: dict[str, list[str]] = {}
+    for name, record in records.items():
+        groups.setdefault(json.dumps(record.get(key), sort_keys=True), []).append(name)
     if len(groups) < 2:
         return None
     if isinstance(next(iter(records.values())).get(key), dict):
