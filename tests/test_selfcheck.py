@@ -1,17 +1,25 @@
 """A learner's self-check (`pytest --nbval exercises/NN_topic.ipynb`, docs/index.md "Checking an exercise") judges the code,
 never the outputs a learner's SAVED notebook holds: a wrong check raises ``CheckFailed`` when nbval runs it (issue
 13), and a right answer passes although the saved file still holds a wrong run's check output (issue 30), as the
-grader judges it."""
+grader judges it. The learner's progress (``gradacc progress``, issue 47) agrees with the grade point for point on the
+same sequence."""
 
 from __future__ import annotations
+
+import copy
+import hashlib
+import json
 
 import nbformat
 import pytest
 from conftest import ROOT
 from nbclient import NotebookClient
 
+import gradacc
+from gradacc.cli import main
 from gradacc.course.notebooks import check_cells, run_nbval
 from gradacc.grading import grade
+from gradacc.grading.progress import progress
 
 pytestmark = pytest.mark.notebook
 
@@ -29,9 +37,10 @@ MEAN_OF_MEANS = """def accumulation_window(model, optimizer, micro_batches):
 """
 
 
-def _saved_after_a_wrong_run(tmp_path):
+@pytest.fixture(scope="module")
+def saved_wrong():
     """The exercise with a wrong 2.1 and a right 2.2, run in a kernel and saved: the file stores the wrong check's
-    output. Returns (notebook, path, the solution's answers, the checks by number)."""
+    output. Returns (notebook, the solution's answers, the checks by number); each test writes its own copy."""
     exercise = nbformat.read(ROOT / "exercises" / "02_pytorch.ipynb", as_version=4)
     answers = {c.id: c.source for c in nbformat.read(ROOT / "solutions" / "02_pytorch.ipynb", as_version=4).cells}
     for cell in exercise.cells:
@@ -41,14 +50,20 @@ def _saved_after_a_wrong_run(tmp_path):
             cell.source = answers[cell.id]
     # The learner runs every cell in JupyterLab and saves: the file now stores the wrong check's output.
     NotebookClient(exercise, timeout=300, kernel_name="python3", allow_errors=True).execute()
-    path = tmp_path / "learner" / "02_pytorch.ipynb"
-    path.parent.mkdir()
+    return exercise, answers, {c["check"]: c for c in check_cells(exercise)}
+
+
+def _saved_after_a_wrong_run(saved_wrong, folder):
+    """``folder/02_pytorch.ipynb``, the learner's saved file. Returns (a copy of the notebook, path, answers, checks)."""
+    exercise, answers, checks = saved_wrong
+    path = folder / "02_pytorch.ipynb"
+    path.parent.mkdir(parents=True)
     nbformat.write(exercise, path)
-    return exercise, path, answers, {c["check"]: c for c in check_cells(exercise)}
+    return copy.deepcopy(exercise), path, answers, checks
 
 
-def test_a_saved_wrong_notebook_fails_its_self_check_and_says_why(tmp_path):
-    exercise, path, _, checks = _saved_after_a_wrong_run(tmp_path)
+def test_a_saved_wrong_notebook_fails_its_self_check_and_says_why(saved_wrong, tmp_path):
+    exercise, path, _, checks = _saved_after_a_wrong_run(saved_wrong, tmp_path / "learner")
     saved = "".join(o.get("text", "") for o in exercise.cells[checks["2.1"]["index"]].outputs)
     assert saved.startswith("Exercise 2.1: incorrect - "), saved
     reason = saved.strip().removeprefix("Exercise 2.1: incorrect - ")
@@ -67,18 +82,62 @@ def test_a_saved_wrong_notebook_fails_its_self_check_and_says_why(tmp_path):
 
 
 @pytest.mark.usefixtures("bwrap")  # grade() with the default sandbox
-def test_a_fixed_answer_passes_without_re_running_its_check_and_agrees_with_the_grade(tmp_path):
+def test_a_fixed_answer_passes_without_re_running_its_check_and_agrees_with_the_grade(saved_wrong, tmp_path, capsys):
     """The newcomer's sequence: a wrong 2.1 run and saved, then the right code written into both answer cells and saved
     WITHOUT running the check cells again. The self-check passes (it judges the code), and the grader gives the same
-    verdict: full points."""
-    exercise, path, answers, _ = _saved_after_a_wrong_run(tmp_path)
+    verdict: full points. The learner's progress (`gradacc progress` on the saved wrong file, `progress()` on the
+    fixed one) gives every check the points the instructor's grade gives it, in both states."""
+    class_folder = tmp_path / "class"
+    _saved_after_a_wrong_run(saved_wrong, class_folder / "saved_wrong")  # the instructor grades both states at once
+    exercise, path, answers, _ = _saved_after_a_wrong_run(saved_wrong, class_folder / "fixed")
     for cell in exercise.cells:
         if cell.get("id") in ("ex-2-1-solution", "ex-2-2-solution"):
             cell.source = answers[cell.id]  # edited and saved; the check cells keep the wrong run's output
     nbformat.write(exercise, path)
     run = run_nbval(path)
     assert run.returncode == 0, run.output[-3000:]
-    book = grade(tmp_path, ROOT / "solutions", hidden=ROOT / "hidden", progress=False, log=lambda _: None)
-    (row,) = book.rows
-    print(f"self-check: passed; grade: {row.points}/{row.max_points} ({row.status})")
-    assert (row.status, row.points, row.max_points) == ("graded", 6, 6) and row.sandbox.startswith("bubblewrap ")
+    book = grade(class_folder, ROOT / "solutions", hidden=ROOT / "hidden", progress=False, log=lambda _: None)
+    wrong, fixed = book.row("saved_wrong", "02_pytorch"), book.row("fixed", "02_pytorch")
+    print(f"self-check: passed; grade: {fixed.points}/{fixed.max_points} ({fixed.status})")
+    assert (fixed.status, fixed.points, fixed.max_points) == ("graded", 6, 6)
+    assert fixed.sandbox.startswith("bubblewrap ") and wrong.checks["2.1"] == 0 < wrong.checks["2.2"]
+
+    record = tmp_path / "record.json"  # the learner's own progress, from a terminal, on the saved wrong file
+    args = ["progress", str(class_folder / "saved_wrong"), "--reference", str(ROOT / "solutions"), "--record"]
+    capsys.readouterr()
+    assert main([*args, str(record)]) == 1  # not every check passed yet
+    table = capsys.readouterr().out
+    print(table)
+    line = table.splitlines()[1]  # under the header
+    assert line.split()[:6] == ["02_pytorch", "1", "of", "2", f"{wrong.points:g}", "/"]
+    assert "check 2.1: incorrect - " in line  # what to do next: the check's own message
+    kept = json.loads(record.read_text())
+    assert kept["course"]["gradacc"] == gradacc.__version__ and kept["course"]["references"]["02_pytorch"] == (
+        hashlib.sha256((ROOT / "solutions" / "02_pytorch.ipynb").read_bytes()).hexdigest()
+    )
+    mine = kept["exercises"]["02_pytorch"]
+    assert (mine["checks"], mine["points"], mine["checks_passed"]) == (wrong.checks, wrong.points, ["2.2"])
+
+    fixed_progress = progress(class_folder / "fixed", reference=ROOT / "solutions", record=None)  # from a cell
+    (judged,) = fixed_progress.exercises
+    assert (judged.checks, judged.points, judged.max_points) == (fixed.checks, 6, 6) and judged.done
+    assert judged.next == "done: every check passed" and fixed_progress.record is None
+
+
+def test_progress_says_what_to_pass_when_its_folders_are_missing(tmp_path):
+    """No notebook runs: the folder, the course's solutions and the exercise names are checked first."""
+    from gradacc.grading import GradingError
+
+    for call, message in [
+        (lambda: progress(tmp_path / "nowhere"), "is not a folder: pass the folder of your exercise notebooks"),
+        (lambda: progress(tmp_path), "progress puts your answers into the course's solution notebooks"),
+        (lambda: progress(tmp_path, reference=ROOT / "solutions", exercises=["02_pytroch"]),
+         "no course exercise is called ['02_pytroch']"),
+    ]:  # fmt: skip
+        with pytest.raises(GradingError) as error:
+            call()
+        assert message in str(error.value)
+    empty = progress(tmp_path, reference=ROOT / "solutions", exercises=["01_theory", "02_pytorch"])
+    assert (empty.exercises, empty.absent) == ([], ["01_theory", "02_pytorch"])
+    assert empty.table().splitlines()[-1] == f"not in {tmp_path}: 01_theory, 02_pytorch"
+    assert json.loads(empty.record.read_text())["exercises"] == {} and empty.record == tmp_path / "progress.json"

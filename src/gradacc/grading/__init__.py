@@ -23,12 +23,15 @@ Statuses (the gradebook's ``status`` column): see ``STATUSES``.
 
 Modules: ``discover`` (references, hidden checks, submissions), ``merge`` (answers into the reference), ``run`` (the
 separate nbval process, with ``plugin`` inside it), ``sandbox`` (where that process runs), ``score`` (checks,
-``grade``), ``bench`` (``gradacc grade-bench``), ``gradebook`` (rows, CSV, feedback), ``cli`` (``gradacc grade``);
+``grade``), ``bench`` (``gradacc grade-bench``), ``gradebook`` (rows, CSV, feedback), ``cli`` (``gradacc grade``),
+``shards`` (``gradacc grade --shard K/N`` and ``gradacc grade-merge``: a class graded as a job array), ``progress``
+(``gradacc progress``: a learner's own progress, judged as the grader judges);
 for the autograders classrooms already run: ``autograders`` (``gradacc export-assignments``: nbgrader and
 Otter-Grader assignments), ``hiddentest`` (the hidden test those run in the student's kernel) and ``external``
 (nbgrader's own commands on a class: ``gradacc grade-bench --nbgrader``).
 Grading may import the course's notebook tools (``gradacc.course``) and nothing of the lessons' teaching modules;
-nothing outside ``grading`` imports it except the command line (``tests/test_layout.py``).
+nothing outside ``grading`` imports it except the command line (``tests/test_layout.py``) and lesson 00's cell
+that calls ``progress``.
 """
 
 from .bench import bench_grading, bench_sandbox, write_class

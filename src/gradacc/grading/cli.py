@@ -12,6 +12,7 @@ from .bench import bench_grading, bench_sandbox, write_class
 from .gradebook import GradingError, Settings
 from .sandbox import SANDBOX_NONE_WARNING, SANDBOXES
 from .score import grade
+from .shards import begin_shard, finish_shard, parse_shard, shard_paths
 
 __all__ = [
     "add_cli",
@@ -47,25 +48,48 @@ def _hidden_from(args: argparse.Namespace) -> Path | None:
     return _default_hidden(args.reference)
 
 
+def _cpu_s() -> float:
+    """User + system CPU seconds of this process and of the children it has waited for (grading runs, kernels)."""
+    import resource
+
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
 def _cmd_grade(args: argparse.Namespace) -> int:
+    cpu_start = _cpu_s()
+    out, journal = Path(args.out), Path(args.out + ".journal.jsonl")
+    feedback = Path(args.feedback) if args.feedback else None
+    private = [out] + ([feedback] if feedback else [])
     try:
         hidden = _hidden_from(args)
         print(f"hidden checks: {hidden or 'none'}", file=sys.stderr)
+        settings, shard = _settings_from(args), parse_shard(args.shard) if args.shard else None
+        if shard is not None:  # this shard's own gradebook, journal, feedback and record in OUT.shards/K-of-N/
+            paths = shard_paths(out, shard)
+            record = begin_shard(paths, shard, settings, Path(args.reference), hidden, resume=args.resume)
+            private.append(paths.folder)
+            out, journal, feedback = paths.gradebook, paths.journal, paths.feedback if feedback else None
+            print(f"shard {shard.index} of {shard.count}: writing {paths.folder}", file=sys.stderr)
+        journal.parent.mkdir(parents=True, exist_ok=True)  # the journal is opened before the gradebook is written
         book = grade(
             Path(args.submissions),
             Path(args.reference),
             hidden=hidden,
             exercises=args.exercise,
             all_exercises=args.all_exercises,
-            settings=_settings_from(args),
+            settings=settings,
             progress=not args.quiet,
-            journal=Path(args.out + ".journal.jsonl"),
+            journal=journal,
             resume=args.resume,
-            private=[Path(args.out)] + ([Path(args.feedback)] if args.feedback else []),
+            private=private,
+            only=shard.holds if shard else None,
         )
-        book.write_csv(Path(args.out))
-        if args.feedback:
-            book.write_feedback(Path(args.feedback))
+        book.write_csv(out)
+        if feedback:
+            book.write_feedback(feedback)
+        if shard is not None:
+            finish_shard(paths, record, book, _cpu_s() - cpu_start)
     except (GradingError, ValueError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -77,13 +101,13 @@ def _cmd_grade(args: argparse.Namespace) -> int:
 
     rss_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux reports KiB
     print(
-        f"wrote {args.out}: {len(book.rows)} rows ({summary}) in {book.wall_s:.1f} s; hidden-check seed {book.seed}; "
+        f"wrote {out}: {len(book.rows)} rows ({summary}) in {book.wall_s:.1f} s; hidden-check seed {book.seed}; "
         f"grader peak RSS {rss_mib:.0f} MiB (each notebook runs in its own limited process); sandbox {book.sandbox}"
     )
     if book.sandbox == "none":
         print(SANDBOX_NONE_WARNING, file=sys.stderr)
-    if args.feedback:
-        print(f"wrote feedback for {len({r.student for r in book.rows})} students to {args.feedback}")
+    if feedback:
+        print(f"wrote feedback for {len({r.student for r in book.rows})} students to {feedback}")
     if counts.get("ungraded"):
         print(
             f"{counts['ungraded']} rows are ungraded (their reference could not run under the grader): run the same "
@@ -180,6 +204,14 @@ def add_cli(subparsers) -> None:
         help="grade every reference exercise (default: those at least one submission hands in)",
     )
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument(
+        "--shard",
+        metavar="K/N",
+        help="grade only shard K of N (from 0) of the class, chosen by a hash of each student's id, into "
+        "OUT.shards/K-of-N/ (merge them with gradacc grade-merge); needs --seed. auto: K and N from a Slurm job array "
+        "(SLURM_ARRAY_TASK_ID, SLURM_ARRAY_TASK_COUNT); auto/N: K from SLURM_ARRAY_TASK_ID or a Kubernetes Indexed "
+        "Job's JOB_COMPLETION_INDEX",
+    )
     p.add_argument(
         "--resume",
         action="store_true",

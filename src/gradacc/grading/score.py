@@ -259,6 +259,7 @@ def grade(
     journal: Path | None = None,
     resume: bool = False,
     private: Sequence[Path] = (),
+    only: Callable[[str], bool] | None = None,
 ) -> Gradebook:
     """Grade every submission in ``submissions`` against the reference notebooks; see the module docstring.
 
@@ -280,6 +281,10 @@ def grade(
     ``journal``: a JSON-lines file that gets each graded notebook's row as soon as it is done (see ``read_journal``).
     With ``resume``, the rows already in it are kept (same student, exercise and file) and only the other notebooks
     are graded, with the journal's hidden-check seed; without, the journal starts empty.
+
+    ``only``: grade only the students (and unrecognized top-level files, by their name) for whom ``only(student)`` is
+    true: one shard of a class (``gradacc.grading.shards``). The exercises graded are still chosen from the whole
+    class, so a shard's students get the rows one machine would give them.
     """
     settings = settings or Settings()
     log = log or (lambda msg: print(msg, file=sys.stderr))
@@ -300,6 +305,8 @@ def grade(
         handed_in = {f.exercise for f in found if f.recognized}
         selected = {n: r for n, r in refs.items() if n in handed_in}
         log(f"grading the exercises handed in: {', '.join(selected) or 'none'} (--all grades every exercise)")
+    if only is not None:
+        found = [f for f in found if only(f.student)]
     seed = settings.seed if settings.seed is not None else secrets.randbelow(2**31)
     done: dict[tuple[str, str, str], Row] = {}
     if journal is not None and resume:

@@ -1,0 +1,244 @@
+"""A learner's own progress: ``gradacc progress [FOLDER]`` in a terminal, ``progress(FOLDER)`` in a notebook cell.
+
+Every exercise notebook in the learner's folder (``NN_topic.ipynb``, named as in ``exercises/``) is judged the way
+``gradacc grade`` judges a submission, by the same code (``grade``): its answer cells are put into the pristine
+reference notebook (``solutions/`` of the course, next to the folder), which runs with nbval in a process of its own;
+each check earns its points when its check cell passes. What the saved file stores (outputs of a wrong run, edited
+check cells) counts for nothing. The checks are the visible ones (the learner's own); the instructor's grade also runs
+hidden checks on new inputs, so a grade can be lower, never higher. The learner's code runs as the learner's own
+user (``--sandbox none``, with no warning): it is their code on their machine.
+
+It prints a table (exercise, checks passed, points, what to do next) and writes a record of completion, a JSON file
+the learner can keep or hand in: the course version (``gradacc`` version, the course's git commit when the course is
+a git checkout, the SHA-256 of each reference notebook), and for each exercise the SHA-256 of the notebook judged, the
+checks passed and the points.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .. import __version__
+from .gradebook import GradingError, Row, Settings, _num, _short
+from .score import grade
+from .shards import fingerprints
+
+__all__ = ["ExerciseProgress", "Progress", "progress", "add_cli"]
+
+RECORD_NAME = "progress.json"
+"""The record's file name, written into the learner's folder unless ``record`` says otherwise."""
+
+
+@dataclass
+class ExerciseProgress:
+    """One exercise notebook of the learner, judged: ``checks`` maps each check (``"2.1"``) to the points it earned."""
+
+    exercise: str
+    file: Path
+    status: str
+    points: float
+    max_points: float
+    checks: dict[str, float]
+    passed: list[str]
+    next: str
+
+    @property
+    def done(self) -> bool:
+        return len(self.passed) == len(self.checks) and self.status == "graded"
+
+
+@dataclass
+class Progress:
+    """The learner's folder judged: one ``ExerciseProgress`` per exercise notebook found, the course's exercises the
+    folder lacks (``absent``), and the record written (``None`` when none was asked for)."""
+
+    folder: Path
+    exercises: list[ExerciseProgress]
+    absent: list[str]
+    record: Path | None = None
+    log: list[str] = field(default_factory=list)
+
+    def table(self) -> str:
+        """The table a learner reads: exercise, checks passed, points, what to do next (one line each)."""
+        head = ("exercise", "checks passed", "points", "what to do next")
+        lines = [
+            (e.exercise, f"{len(e.passed)} of {len(e.checks)}", f"{_num(e.points)} / {_num(e.max_points)}", e.next)
+            for e in self.exercises
+        ]
+        widths = [max(len(row[i]) for row in [head, *lines]) for i in range(3)]
+        text = ["  ".join(cell.ljust(w) for cell, w in zip(row[:3], widths, strict=True)) + "  " + row[3]
+                for row in [head, *lines]]  # fmt: skip
+        total = sum(e.points for e in self.exercises), sum(e.max_points for e in self.exercises)
+        plural = "" if len(self.exercises) == 1 else "s"
+        text.append(f"total: {_num(total[0])} / {_num(total[1])} points in {len(self.exercises)} exercise{plural}")
+        if self.absent:
+            text.append(f"not in {self.folder}: {', '.join(self.absent)}")
+        return "\n".join(text)
+
+
+_FAILED = re.compile(r"^Exercise (\S+) \(0 / [^)]*\): failed: `(.*)`$")
+
+
+def _next_step(row: Row) -> str:
+    """What to do next: the first failed check and its own message, or why the notebook did not run to the end."""
+    if row.status != "graded":
+        return _short(f"{row.status}: {row.message}", 110)
+    for line in row.feedback:
+        failed = _FAILED.match(line)
+        if failed:
+            check, why = failed.groups()
+            return _short(f"check {check}: {why.removeprefix(f'Exercise {check}: ')}", 110)
+    return "done: every check passed"
+
+
+def _course_commit(reference: Path) -> str | None:
+    """The git commit of the course folder holding ``reference``, or ``None`` (no git, not a checkout)."""
+    git = shutil.which("git")
+    if git is None:
+        return None
+    done = subprocess.run(
+        [git, "-C", str(reference if reference.is_dir() else reference.parent), "rev-parse", "HEAD"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    return done.stdout.strip() or None if done.returncode == 0 else None
+
+
+def progress(
+    folder: Path | str = "exercises",
+    *,
+    reference: Path | str | None = None,
+    exercises: Sequence[str] | None = None,
+    record: Path | str | None | bool = True,
+    settings: Settings | None = None,
+) -> Progress:
+    """Judge every exercise notebook in ``folder`` as ``gradacc grade`` does (visible checks) and write the record.
+
+    Args:
+        folder: the learner's folder of ``NN_topic.ipynb`` notebooks (``exercises/`` of the course, or a copy).
+        reference: the course's solutions folder (default: ``solutions/`` next to ``folder``).
+        exercises: only these (``["01_theory"]``); default: every course exercise found in ``folder``.
+        record: where to write the record of completion (JSON): ``True`` for ``folder/progress.json``, a path, or
+            ``None``/``False`` for none.
+        settings: the grader's limits (default ``Settings(sandbox="none")``: the learner's own code on their machine;
+            one notebook per core).
+
+    Returns:
+        A ``Progress``; ``print(result.table())`` shows it.
+
+    Raises:
+        GradingError: ``folder`` or the reference is missing (the message says what to pass), or an exercise asked
+            for is no course exercise.
+    """
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise GradingError(f"{folder} is not a folder: pass the folder of your exercise notebooks (exercises/)")
+    reference = Path(reference) if reference is not None else folder.resolve().parent / "solutions"
+    if not reference.exists():
+        raise GradingError(
+            f"{reference} does not exist: progress puts your answers into the course's solution notebooks, as the "
+            "grader does; run it in the course's folder (a clone, or Binder) or pass reference=/--reference"
+        )
+    names = sorted(fingerprints(reference, None)["references"])
+    unknown = sorted(set(exercises or ()) - set(names))
+    if unknown:
+        raise GradingError(f"no course exercise is called {unknown}; the exercises: {names}")
+    wanted = [n for n in (exercises or names) if n in names]
+    found = [n for n in wanted if (folder / f"{n}.ipynb").is_file()]
+    settings = settings or Settings(sandbox="none", seed=0, workers=max(1, min(os.cpu_count() or 1, len(found))))
+    log: list[str] = []
+    judged: list[ExerciseProgress] = []
+    if found:
+        with tempfile.TemporaryDirectory(prefix="gradacc-progress-") as tmp:
+            mine = Path(tmp) / "you"  # a class of one: the grader's own layout, one folder per student
+            mine.mkdir()
+            for name in found:
+                shutil.copyfile(folder / f"{name}.ipynb", mine / f"{name}.ipynb")
+            book = grade(Path(tmp), reference, hidden=None, exercises=found, settings=settings, progress=False,
+                         log=log.append)  # fmt: skip
+        for row in sorted(book.rows, key=lambda r: r.exercise):
+            if row.exercise not in found:
+                continue
+            judged.append(
+                ExerciseProgress(
+                    row.exercise,
+                    folder / f"{row.exercise}.ipynb",
+                    row.status,
+                    row.points,
+                    row.max_points,
+                    dict(row.checks),
+                    [c for c, points in row.checks.items() if points > 0],
+                    _next_step(row),
+                )
+            )
+    result = Progress(folder, judged, [n for n in wanted if n not in found], log=log)
+    if record:
+        result.record = folder / RECORD_NAME if record is True else Path(record)
+        _write_record(result, reference)
+    return result
+
+
+def _write_record(result: Progress, reference: Path) -> None:
+    record = {
+        "course": {
+            "gradacc": __version__,
+            "commit": _course_commit(reference),
+            "references": fingerprints(reference, None)["references"],
+        },
+        "checked": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "how": "visible checks, judged from the code as gradacc grade judges it (never from stored outputs)",
+        "exercises": {
+            e.exercise: {
+                "sha256": hashlib.sha256(e.file.read_bytes()).hexdigest(),
+                "status": e.status,
+                "checks_passed": e.passed,
+                "checks": e.checks,
+                "points": e.points,
+                "max_points": e.max_points,
+            }
+            for e in result.exercises
+        },
+    }
+    result.record.parent.mkdir(parents=True, exist_ok=True)
+    result.record.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
+
+
+# ------------------------------------------------------------------------------------------------------------ CLI
+def add_cli(subparsers) -> None:
+    p = subparsers.add_parser(
+        "progress",
+        help="your own progress: judge every exercise notebook in FOLDER as the grader does; a table and a record",
+        description="Run the checks of every exercise notebook in FOLDER (default exercises/) the way gradacc grade "
+        "runs them (your answer cells in the course's solution notebook, never your saved outputs), print a table "
+        "(exercise, checks passed, points, what to do next) and write FOLDER/progress.json, a record of the checks "
+        "passed and the course version. Exit code 0 when every check passed, 1 when some did not, 2 on an error.",
+    )
+    p.add_argument("folder", nargs="?", default="exercises", help="your exercise notebooks (default exercises/)")
+    p.add_argument("--reference", help="the course's solutions folder (default: solutions/ next to FOLDER)")
+    p.add_argument("--exercise", action="append", help="only this exercise (NN_topic; repeatable)")
+    p.add_argument("--record", help=f"where to write the record (default FOLDER/{RECORD_NAME})")
+    p.set_defaults(func=_cmd_progress)
+
+
+def _cmd_progress(args: argparse.Namespace) -> int:
+    try:
+        result = progress(args.folder, reference=args.reference, exercises=args.exercise, record=args.record or True)
+    except (GradingError, OSError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(result.table())
+    print(f"wrote {result.record}")
+    return 0 if result.exercises and all(e.done for e in result.exercises) else 1
