@@ -1,8 +1,8 @@
 """The grader's sandbox (``gradacc.grading.sandbox``: bubblewrap) against submissions that attack the machine.
 
 One ``grade`` call (module fixture) grades, with the default sandbox and real kernels, a correct submission next to
-six attackers. Each attacker answers the exercise correctly (or, for the two that would profit, exactly as well as the
-attack lets it) and first tries one thing the sandbox must stop:
+ten attackers. Each of the first six answers the exercise correctly (or, for the two that would profit, exactly as well
+as the attack lets it) and first tries one thing the sandbox must stop:
 
 * ``net``: a TCP connection to a listener this test runs on 127.0.0.1;
 * ``reader``: the hidden checks and the reference solution (the corpus's and the course's own), to copy its answer;
@@ -11,11 +11,21 @@ attack lets it) and first tries one thing the sandbox must stop:
 * ``daemon``: a process left behind by a double fork and ``setsid``;
 * ``filler``: 100,000 small files.
 
-What each attack saw inside is read from its solution cell's captured stdout (``run_nbval`` is wrapped to keep each
-run's capture and the grader's folder as it was when the run ended); what it did outside is checked outside. With
-``--sandbox none`` every one of these attacks succeeds (tried once by hand: the listener received the bytes, the
-reader copied the reference's answer and scored 5, both files were rewritten, the neighbour's notebook overwritten,
-the daemon still alive after the run, 100,000 files on the disk), so each assertion here would fail without it.
+What each attack saw inside is read from its solution cell's captured stdout (``_run_merged`` is wrapped to keep each
+run's capture, ``run_nbval`` to see the grader's folder as it was when the run ended); what it did outside is checked
+outside. With ``--sandbox none`` every one of these attacks succeeds (tried once by hand: the listener received the
+bytes, the reader copied the reference's answer and scored 5, both files were rewritten, the neighbour's notebook
+overwritten, the daemon still alive after the run, 100,000 files on the disk), so each assertion here would fail
+without it.
+
+The other four (``FORGERS``, issue 44) answer 1.1 wrongly and forge the files the grader once read its verdicts from
+(``junit.xml``: every cell passed; ``capture.json``: the check's line ``correct`` and each hidden check printing the
+reference's text, computed with a correct copy of the answer; ``result.json``): ``overwriter`` writes them once and
+tries to write the same verdicts into every pipe of another process through ``/proc/<pid>/fd``; ``locker`` makes them
+read-only; ``rewriter`` leaves a double-forked process that writes them again every 2 ms until the run ends;
+``planter`` puts them, after every cell, in the working folder, ``HOME`` and ``TMPDIR``. Each must get its real 3 of 5
+points and a flag, and no ``passed`` for 1.1 in its feedback. Before issue 44 (the verdicts then came from those
+files), ``locker`` and ``rewriter`` got 5 of 5 and ``overwriter`` wrote into 3 pipes of its grading process.
 """
 
 from __future__ import annotations
@@ -60,7 +70,7 @@ def _right_accumulated_mean(chunks):
     return sum(sum(c) for c in chunks) / sum(len(c) for c in chunks)
 
 def _forged():
-    """The three files, every cell passed, and the same as report lines (for a pipe)."""
+    """The three files, every cell passed, and the same as the grading process's report lines (for its pipe)."""
     nb = json.load(open(next(n for n in os.listdir(".") if n.endswith(".ipynb"))))
     code = [c for c in nb["cells"] if c["cell_type"] == "code"]
     keys = [c.get("metadata", {}).get("gradacc_capture") for c in code]
@@ -79,7 +89,7 @@ def _forged():
     cases = "".join(f'<testcase classname="nb" name="Cell {i}" time="0.1" />' for i in range(len(code)))
     junit = f'<?xml version="1.0" encoding="utf-8"?><testsuites><testsuite name="pytest">{cases}</testsuite></testsuites>'
     lines = [{"kind": "outcome", "cell": i, "outcome": "passed", "message": ""} for i in range(len(code))]
-    lines += [{"kind": "cell", "key": k, **c} for k, c in cells.items()]
+    lines += [{"kind": "captured", "cell": k, **c} for k, c in cells.items()]
     files = {"junit.xml": junit, "result.json": json.dumps({"rc": 0, "peak_kib": 1}), "capture.json": json.dumps(capture)}
     return files, "".join(json.dumps(line) + "\n" for line in lines)
 

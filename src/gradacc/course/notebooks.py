@@ -281,7 +281,7 @@ class Report:
         channel.flush()
 
     def pytest_runtest_logreport(self, report):
-        match = re.search(r"Cell (\d+)", report.nodeid)
+        match = re.search(r"::Cell (\d+)$", report.nodeid)
         if match and (report.when == "call" or not report.passed):
             message = ""
             if report.failed:

@@ -225,12 +225,8 @@ def _grade_one(
     row.feedback += [f"note: {_md(n)}" for n in notes]
     if capture["planted"]:  # for the instructor: no verdict is read from a file, but the code tried
         row.flags = "; ".join(filter(None, [row.flags, FORGED_FLAG]))
-        row.message = "; ".join(
-            filter(
-                None,
-                [row.message, f"{FORGED_FLAG} left in the working folder, ignored: {', '.join(capture['planted'])}"],
-            )
-        )
+        planted = f"{FORGED_FLAG} left in the working folder, ignored: {', '.join(capture['planted'])}"
+        row.message = "; ".join(filter(None, [row.message, planted]))
     return row
 
 
