@@ -258,10 +258,9 @@ _RUNNER = (
     _RUNNER_PRELUDE
     + r"""
 import os, re
-# The report pipe (its descriptor is argv[1]) is the only way the run's verdicts leave this process. No process it
-# starts (the kernel) inherits it. Not dumpable, this process lets no process without CAP_SYS_PTRACE (none in the
-# sandbox) ptrace it or open its /proc/<pid>/fd, mem or environ, even as the same user (Linux kernel/ptrace.c,
-# __ptrace_may_access).
+# The report pipe (descriptor argv[1]) is the only way the run's verdicts leave this process; the kernel does not
+# inherit it. Not dumpable, this process lets no process without CAP_SYS_PTRACE (none in the sandbox), even of its
+# own user, ptrace it or open its /proc/<pid>/fd, mem or environ (Linux kernel/ptrace.c, __ptrace_may_access).
 channel = os.fdopen(int(sys.argv[1]), "w", encoding="utf-8")
 os.set_inheritable(channel.fileno(), False)
 if sys.platform.startswith("linux"):
@@ -269,7 +268,6 @@ if sys.platform.startswith("linux"):
     if ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0) != 0:  # PR_SET_DUMPABLE = 4 (linux/prctl.h)
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_DUMPABLE, 0)")
 import pytest
-
 
 class Report:
     # a pytest plugin: each cell's outcome as pytest's JUnit XML gives it (a failed set-up or tear-down fails the
@@ -291,7 +289,6 @@ class Report:
                     message = f'failed on {report.when} with "{message}"'
             cell = int(match.group(1))
             self.send({"kind": "outcome", "cell": cell, "outcome": report.outcome, "message": message[:2000]})
-
 
 report = Report()
 rc = pytest.main(sys.argv[2:], plugins=[report])
@@ -322,9 +319,8 @@ def run_nbval(
 
     The kernel's peak resident memory (MiB, ``getrusage`` of the runner's children, which include the kernel) and the
     wall time (s) are measured. Per-cell outcomes (cell indices count code cells only, as nbval names its items
-    ``Cell N``) come from the runner process itself, as JSON lines on a pipe that it alone holds: not from a file, so
-    nothing the notebook's code writes can change them (the kernel does not inherit the pipe, and the runner makes
-    itself non-dumpable so that no process of the same user can open it through ``/proc``).
+    ``Cell N``) come from the runner itself, as JSON lines on a pipe only it holds, never from a file the notebook's
+    code could write (the kernel does not inherit the pipe, nor can it open it through ``/proc``: see ``_RUNNER``).
 
     Args:
         timeout: wall-clock limit for the whole run in seconds; on expiry every descendant of the runner (the kernel
@@ -365,7 +361,7 @@ def run_nbval(
     if wrap is not None:
         args, full_env = wrap(args, env or {})
     start = time.perf_counter()
-    try:
+    with open(read_end, "rb", buffering=0):
         try:
             proc = subprocess.Popen(
                 args,
@@ -386,8 +382,6 @@ def run_nbval(
                 _kill_tree(proc.pid)
                 pipes.read(5)
             proc.wait()
-    finally:
-        os.close(read_end)
     wall = time.perf_counter() - start
     cells, peak_kib, reports = _read_report(bytes(pipes.kept["report"]))
     return NbvalRun(
@@ -425,11 +419,9 @@ class _Pipes:
     (``report``: ``_REPORT_BYTES`` kept), read together so that neither fills up while the other is waited on."""
 
     def __init__(self, proc: subprocess.Popen, report_fd: int, limit: int | None) -> None:
-        self.proc = proc
-        self.names = {proc.stdout.fileno(): "output", report_fd: "report"}
+        self.proc, self.names = proc, {proc.stdout.fileno(): "output", report_fd: "report"}
         self.limits = {"output": limit, "report": _REPORT_BYTES}
-        self.kept = {"output": bytearray(), "report": bytearray()}
-        self.total = {"output": 0, "report": 0}
+        self.kept, self.total = {"output": bytearray(), "report": bytearray()}, {"output": 0, "report": 0}
         self.open = set(self.names)
 
     def read(self, timeout: float) -> bool:
@@ -455,8 +447,8 @@ class _Pipes:
                         self.open.discard(key.fd)
                         continue
                     name = self.names[key.fd]
-                    kept, limit = self.kept[name], self.limits[name]
                     self.total[name] += len(chunk)
+                    kept, limit = self.kept[name], self.limits[name]
                     kept += chunk if limit is None else chunk[: max(0, limit - len(kept))]
         return False
 
