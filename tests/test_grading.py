@@ -218,11 +218,12 @@ def build_corpus(root: Path) -> tuple[Path, Path, Path]:
     flood = ACCUMULATED + "print('x' * 10_000_000)\n"
     _write(_answered(ex1, {**right, "ex-1-2-solution": flood}), subs / "flood" / n)
     pipe_flood = ACCUMULATED + (  # 10 MB past the kernel's streams, straight into the pipe the grader reads
-        "import os\n\nparent = f'/proc/{os.getppid()}'\nfor fd in os.listdir(f'{parent}/fd'):\n"
-        "    flags = int(open(f'{parent}/fdinfo/{fd}').read().split('flags:')[1].split()[0], 8)\n"
-        "    if os.readlink(f'{parent}/fd/{fd}').startswith('pipe:') and flags & 3 == 1:\n"
-        "        out = os.open(f'{parent}/fd/{fd}', os.O_WRONLY)\n"
-        "        for _ in range(10):\n            os.write(out, b'y' * 1_000_000)\n        break\n"
+        "import os\n\nparent = f'/proc/{os.getppid()}'\ntry:\n    for fd in os.listdir(f'{parent}/fd'):\n"
+        "        flags = int(open(f'{parent}/fdinfo/{fd}').read().split('flags:')[1].split()[0], 8)\n"
+        "        if os.readlink(f'{parent}/fd/{fd}').startswith('pipe:') and flags & 3 == 1:\n"
+        "            out = os.open(f'{parent}/fd/{fd}', os.O_WRONLY)\n"
+        "            for _ in range(10):\n                os.write(out, b'y' * 1_000_000)\n            break\n"
+        "except OSError as error:\n    print('pipe_flood:', type(error).__name__)\n"
     )
     _write(_answered(ex1, {**right, "ex-1-2-solution": pipe_flood}), subs / "pipe_flood" / n)
 
@@ -376,9 +377,10 @@ def test_ten_megabytes_of_output_hit_the_output_cap(book):
     row = _row(book, "flood")  # through the kernel's stdout (IOPub): the plugin stops the kernel
     assert (row.status, row.points, row.checks) == ("output-limit", 2, {"1.1": 2, "1.2": 0}), row
     assert "more than 1024 KiB of output (at solution:ex-1-2-solution)" in row.message
-    row = _row(book, "pipe_flood")  # straight into the grading process's pipe: read, capped, flagged
-    assert row.status == "output-limit" and row.points == 5, row
-    assert "9.5 MiB written straight into the grading process's pipe" in row.message
+    # straight into the grading process's pipe: the runner is not dumpable, so the kernel cannot open its descriptors
+    # through /proc (PermissionError; before issue 44 it wrote 9.5 MiB there, and the cap on that pipe caught it)
+    row = _row(book, "pipe_flood")
+    assert (row.status, row.points, row.message) == ("graded", 5, ""), row
 
 
 @pytest.mark.notebook
@@ -652,15 +654,6 @@ def test_the_instructors_guide_documents_every_status_and_the_hidden_format():
     for path in sorted((ROOT / "hidden").glob("*.py")):  # every shipped hidden-checks file fits its reference
         reference = nbformat.read(ROOT / "solutions" / f"{path.stem}.ipynb", as_version=4)
         assert set(load_hidden(path)[1]) <= {str(c["check"]) for c in check_cells(reference)}, path
-
-
-def test_a_tampered_capture_file_cannot_crash_the_grader():
-    from gradacc.grading.run import _clean_capture
-
-    cleaned = _clean_capture({"cells": {"check:1.1": 5, "hidden:1.1:0": {"error": "x"}}, "events": [1, {"kind": 3}]})
-    assert cleaned["cells"]["check:1.1"] == {"stdout": "", "stderr": "", "error": None}
-    assert cleaned["events"] == [{"kind": "3", "cell": "None", "detail": ""}] and cleaned["started"] == []
-    assert _clean_capture([1, 2]) == {"cells": {}, "events": [], "started": []}
 
 
 def test_a_reference_without_stored_check_outputs_is_refused(tmp_path):

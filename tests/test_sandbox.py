@@ -1,8 +1,8 @@
 """The grader's sandbox (``gradacc.grading.sandbox``: bubblewrap) against submissions that attack the machine.
 
 One ``grade`` call (module fixture) grades, with the default sandbox and real kernels, a correct submission next to
-six attackers. Each attacker answers the exercise correctly (or, for the two that would profit, exactly as well as the
-attack lets it) and first tries one thing the sandbox must stop:
+ten attackers. Each of the first six answers the exercise correctly (or, for the two that would profit, exactly as well
+as the attack lets it) and first tries one thing the sandbox must stop:
 
 * ``net``: a TCP connection to a listener this test runs on 127.0.0.1;
 * ``reader``: the hidden checks and the reference solution (the corpus's and the course's own), to copy its answer;
@@ -11,30 +11,42 @@ attack lets it) and first tries one thing the sandbox must stop:
 * ``daemon``: a process left behind by a double fork and ``setsid``;
 * ``filler``: 100,000 small files.
 
-What each attack saw inside is read from its solution cell's captured stdout (``run_nbval`` is wrapped to keep each
-run's capture and the grader's folder as it was when the run ended); what it did outside is checked outside. With
-``--sandbox none`` every one of these attacks succeeds (tried once by hand: the listener received the bytes, the
-reader copied the reference's answer and scored 5, both files were rewritten, the neighbour's notebook overwritten,
-the daemon still alive after the run, 100,000 files on the disk), so each assertion here would fail without it.
+What each attack saw inside is read from its solution cell's captured stdout (``_run_merged`` is wrapped to keep each
+run's capture, ``run_nbval`` to see the grader's folder as it was when the run ended); what it did outside is checked
+outside. With ``--sandbox none`` every one of these attacks succeeds (tried once by hand: the listener received the
+bytes, the reader copied the reference's answer and scored 5, both files were rewritten, the neighbour's notebook
+overwritten, the daemon still alive after the run, 100,000 files on the disk), so each assertion here would fail
+without it.
+
+The other four (``FORGERS``, issue 44) answer 1.1 wrongly and forge the files the grader once read its verdicts from
+(``junit.xml``: every cell passed; ``capture.json``: the check's line ``correct`` and each hidden check printing the
+reference's text, computed with a correct copy of the answer; ``result.json``): ``overwriter`` writes them once and
+tries to write the same verdicts into every pipe of another process through ``/proc/<pid>/fd``; ``locker`` makes them
+read-only; ``rewriter`` leaves a double-forked process that writes them again every 2 ms until the run ends;
+``planter`` puts them, after every cell, in the working folder, ``HOME`` and ``TMPDIR``. Each must get its real 3 of 5
+points and a flag, and no ``passed`` for 1.1 in its feedback. Before issue 44 (the verdicts then came from those
+files), ``locker`` and ``rewriter`` got 5 of 5 and ``overwriter`` wrote into 3 pipes of its grading process.
 """
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import hashlib
-import json
 import re
 import socket
 import sys
 import threading
 from pathlib import Path
 
+import nbformat
 import psutil
 import pytest
 from conftest import ROOT
 from test_grading import ACCUMULATED, HIDDEN_01, WEIGHTED, WRONG_WEIGHTED, _answered, _write, small_solution_01
 
 import gradacc.grading.run
+import gradacc.grading.score
 from gradacc.course.notebooks import generate_exercise
 from gradacc.grading import Settings, grade, read_journal
 from gradacc.grading.sandbox import start_sandbox
@@ -46,6 +58,121 @@ SETTINGS = Settings(
     timeout=90, cell_timeout=20, memory_mib=1024, max_output_kib=1024, workers=2, seed=4321, scratch_mib=SCRATCH_MIB
 )
 DAEMON = "gradacc-test-daemon-left-behind"
+
+
+FORGE = r'''
+import contextlib, io, json, os
+
+def _right_weighted_mean(values, weights):  # a correct copy, used only to forge what the hidden check prints
+    return sum(v * w for v, w in zip(values, weights)) / sum(weights)
+
+def _right_accumulated_mean(chunks):
+    return sum(sum(c) for c in chunks) / sum(len(c) for c in chunks)
+
+def _forged():
+    """The three files, every cell passed, and the same as the grading process's report lines (for its pipe)."""
+    nb = json.load(open(next(n for n in os.listdir(".") if n.endswith(".ipynb"))))
+    code = [c for c in nb["cells"] if c["cell_type"] == "code"]
+    keys = [c.get("metadata", {}).get("gradacc_capture") for c in code]
+    cells = {}
+    for key, cell in zip(keys, code):
+        out = io.StringIO()
+        if key and key.startswith("hidden:"):
+            namespace = {"weighted_mean": _right_weighted_mean, "accumulated_mean": _right_accumulated_mean}
+            with contextlib.redirect_stdout(out):
+                exec("".join(cell["source"]), namespace)
+        elif key and key.startswith("check:"):
+            out.write(f"Exercise {key[6:]}: correct\n")
+        if key:
+            cells[key] = {"stdout": out.getvalue(), "stderr": "", "error": None}
+    capture = {"cells": cells, "events": [], "started": [k or f"Cell {i}" for i, k in enumerate(keys)]}
+    cases = "".join(f'<testcase classname="nb" name="Cell {i}" time="0.1" />' for i in range(len(code)))
+    junit = f'<?xml version="1.0" encoding="utf-8"?><testsuites><testsuite name="pytest">{cases}</testsuite></testsuites>'
+    lines = [{"kind": "outcome", "cell": i, "outcome": "passed", "message": ""} for i in range(len(code))]
+    lines += [{"kind": "captured", "cell": k, **c} for k, c in cells.items()]
+    files = {"junit.xml": junit, "result.json": json.dumps({"rc": 0, "peak_kib": 1}), "capture.json": json.dumps(capture)}
+    return files, "".join(json.dumps(line) + "\n" for line in lines)
+
+FORGED, REPORT = _forged()
+
+def _write_forged(who, folder="."):
+    for name, text in FORGED.items():
+        path = os.path.join(folder, name)
+        try:
+            with open(path, "w") as f:
+                f.write(text)
+            print(who + ": wrote", path)
+        except OSError as error:
+            print(who + ":", path, type(error).__name__)
+'''
+"""The start of each forger's answer cell: ``FORGED`` (file name -> forged text), ``REPORT`` (the same verdicts as
+JSON lines), ``_write_forged``."""
+OVERWRITER = r"""
+_write_forged("overwriter")
+for pid in [p for p in os.listdir("/proc") if p.isdigit() and int(p) != os.getpid()]:
+    try:
+        fds = os.listdir(f"/proc/{pid}/fd")
+    except OSError as error:
+        print(f"overwriter: /proc/{pid}/fd", type(error).__name__)
+        continue
+    errors = set()
+    for fd in fds:
+        try:
+            if os.readlink(f"/proc/{pid}/fd/{fd}").startswith("pipe:"):
+                with open(f"/proc/{pid}/fd/{fd}", "w") as f:
+                    f.write(REPORT)
+                print(f"overwriter: wrote into pipe {fd} of process {pid}")
+        except OSError as error:
+            errors.add(type(error).__name__)
+    print(f"overwriter: /proc/{pid}/fd/*", *sorted(errors))
+"""
+LOCKER = """
+_write_forged("locker")
+for name in FORGED:
+    os.chmod(name, 0o444)
+"""
+REWRITE_LOOP = """
+import json, sys, time
+forged = json.load(open(sys.argv[1]))
+while True:
+    for name, text in forged.items():
+        try:
+            with open(name) as f:
+                same = f.read() == text
+        except OSError:
+            same = False
+        try:
+            if not same:
+                with open(name, "w") as f:
+                    f.write(text)
+        except OSError:
+            pass
+    time.sleep(0.002)
+"""
+REWRITER = f"""
+import sys, time
+
+saved = os.path.abspath("forged-verdicts.json")
+json.dump(FORGED, open(saved, "w"))
+if os.fork() == 0:  # a session of its own, then a grandchild that rewrites the files until the run ends
+    os.setsid()
+    if os.fork() == 0:
+        os.execv(sys.executable, [sys.executable, "-c", {REWRITE_LOOP!r}, saved])
+    os._exit(0)
+time.sleep(0.5)
+print("rewriter: started")
+"""
+PLANTER = """
+def _plant(*args):
+    with contextlib.redirect_stdout(io.StringIO()):  # quietly: a check cell must print its one line only
+        for folder in sorted({".", os.environ.get("HOME", "."), os.environ.get("TMPDIR", ".")}):
+            _write_forged("planter", folder)
+
+_plant()
+get_ipython().events.register("post_run_cell", _plant)
+print("planter: planted in", sorted({".", os.environ.get("HOME", "."), os.environ.get("TMPDIR", ".")}))
+"""
+FORGERS = {"overwriter": OVERWRITER, "locker": LOCKER, "rewriter": REWRITER, "planter": PLANTER}
 
 
 def _attack(name: str, body: str) -> str:
@@ -145,6 +272,10 @@ print("filler:", written, error, stat.f_blocks * stat.f_frsize // 2**20, "MiB")
         "neighbour": {**right, "ex-1-1-solution": _attack("neighbour", neighbour)},
         "daemon": {**right, "ex-1-1-solution": _attack("daemon", daemon)},
         "filler": {**right, "ex-1-1-solution": _attack("filler", filler)},
+        **{
+            name: {**right, "ex-1-1-solution": f"# attack: {name}\n{FORGE.strip()}\n{body.strip()}\n\n{WRONG_WEIGHTED}"}
+            for name, body in FORGERS.items()
+        },
     }
 
 
@@ -212,21 +343,25 @@ def attacked(tmp_path_factory):
         _write(_answered(exercise, answers), subs / student / "01_small.ipynb")
     before = {"alice": _digest(subs / "alice"), "gradebook": gradebook.read_bytes()}
 
-    runs: dict[str, dict] = {}
-    real_run_nbval = gradacc.grading.run.run_nbval
+    runs: dict[str, dict] = collections.defaultdict(dict)
+    real_run_nbval, real_run_merged = gradacc.grading.run.run_nbval, gradacc.grading.score._run_merged
 
     def recording_run_nbval(notebook, **kwargs):
         run = real_run_nbval(notebook, **kwargs)
         match = re.search(r"# attack: (\w+)", Path(notebook).read_text())
         if match:  # the grader's folder as the run left it, and the daemon's fate when the run has ended
             folder = Path(notebook).parent
-            capture = json.loads((folder / "capture.json").read_text() or "{}")
-            runs[match.group(1)] = {
-                "files": {p.name: p.stat().st_size for p in folder.rglob("*")},
-                "said": capture.get("cells", {}).get("solution:ex-1-1-solution", {}).get("stdout", ""),
-                "daemons_after": [p.pid for p in _daemons()],
-            }
+            runs[match.group(1)]["files"] = {p.name: p.stat().st_size for p in folder.rglob("*")}
+            runs[match.group(1)]["daemons_after"] = [p.pid for p in _daemons()]
         return run
+
+    def recording_run_merged(nb, *args):
+        run, capture = real_run_merged(nb, *args)
+        match = re.search(r"# attack: (\w+)", nbformat.writes(nb))
+        if match:  # what the attack printed, as the grader read it
+            said = capture.get("cells", {}).get("solution:ex-1-1-solution", {}).get("stdout", "")
+            runs[match.group(1)]["said"] = said
+        return run, capture
 
     seen: list[int] = []
     watching = threading.Event()
@@ -241,6 +376,7 @@ def attacked(tmp_path_factory):
     try:
         with pytest.MonkeyPatch.context() as patch:
             patch.setattr(gradacc.grading.run, "run_nbval", recording_run_nbval)
+            patch.setattr(gradacc.grading.score, "_run_merged", recording_run_merged)
             book = grade(
                 subs,
                 solutions,
@@ -256,7 +392,7 @@ def attacked(tmp_path_factory):
         watcher.join()
         listener.close()
     for student, run in sorted(runs.items()):
-        print(f"{student}: {run['said'].strip()} | grader's folder after the run: {run['files']}")
+        print(f"{student}: {run.get('said', '').strip()} | grader's folder after the run: {run.get('files')}")
     return {
         "book": book,
         "runs": runs,
@@ -306,7 +442,7 @@ def test_the_journal_and_the_gradebook_cannot_be_forged(attacked):
     assert attacked["after"]["gradebook"] == attacked["before"]["gradebook"]
     seed, journaled = read_journal(attacked["journal"])
     rows = {(r.student, r.exercise): r for r in attacked["book"].rows}
-    assert seed == SETTINGS.seed and len(journaled) == len(rows) == 7
+    assert seed == SETTINGS.seed and len(journaled) == len(rows) == 11
     assert all(r == rows[(r.student, r.exercise)] for r in journaled)  # every line is a real row, once
     forger = _row(attacked, "forger")  # its real score: 1.1 wrong, 1.2 right
     assert (forger.status, forger.points, forger.checks) == ("graded", 3, {"1.1": 0, "1.2": 3}), forger
@@ -336,12 +472,29 @@ def test_many_small_files_stop_at_the_scratch_cap_in_memory(attacked):
     assert (error, size_mib) == ("ENOSPC", SCRATCH_MIB)
     pages = SCRATCH_MIB * 2**20 // 4096  # each small file takes one 4 KiB page of the tmpfs
     assert pages - 2048 < written < pages < 100_000, written
-    # the grader's folder on the disk holds the notebook and the three files the grader reads back, nothing else
-    assert sorted(run["files"]) == ["01_small.ipynb", "capture.json", "junit.xml", "result.json"]
-    assert sum(run["files"].values()) < 2**20
+    # the grader's folder on the disk holds the notebook, nothing else: the verdicts came through a pipe
+    assert sorted(run["files"]) == ["01_small.ipynb"] and run["files"]["01_small.ipynb"] < 2**20
     row = _row(attacked, "filler")
     print(f"filler: {written} files of 512 bytes before ENOSPC; row {row.status} {row.points}: {row.message}")
     assert row.status == "graded"
+
+
+@pytest.mark.parametrize("attacker", FORGERS)
+def test_forged_verdict_files_earn_only_the_real_points(attacked, attacker):
+    """1.1 answered wrongly, every verdict file forged: 3 points (1.2), the attempt flagged, no 'passed' for 1.1."""
+    row, said = _row(attacked, attacker), attacked["runs"][attacker].get("said", "")
+    print(f"{attacker}: {row.points} points, checks {row.checks}, flags {row.flags!r}, message {row.message!r}")
+    assert (row.status, row.points, row.checks) == ("graded", 3, {"1.1": 0, "1.2": 3}), (row, said)
+    assert row.hidden == {"1.1": "your results differ from the reference solution's", "1.2": "passed"}, row
+    assert "forged verdict files" in row.flags.split("; ") and "junit.xml" in row.message, row
+    own = [line for line in row.feedback if line.startswith("Exercise 1.1 ")]
+    assert len(own) == 1 and "failed: `Exercise 1.1: " in own[0] and "passed" not in own[0], row.feedback
+    assert not any("passed the check in the notebook" in line for line in row.feedback), row.feedback
+    if attacker == "overwriter":  # the runner (pid 1) does not let it open its descriptors through /proc
+        assert "overwriter: wrote ./junit.xml" in said and "wrote into pipe" not in said, said
+        assert re.search(r"^overwriter: /proc/1/fd(/\*)? PermissionError$", said, re.M), said
+    if attacker == "rewriter":
+        assert "rewriter: started" in said, said
 
 
 def test_the_sandbox_refuses_to_show_a_private_folder_and_names_the_fix(tmp_path, monkeypatch):

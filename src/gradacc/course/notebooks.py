@@ -18,9 +18,7 @@ import os
 import re
 import subprocess
 import sys
-import tempfile
 import time
-import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -237,6 +235,9 @@ class NbvalRun:
     """code-cell index -> ``{"outcome": "passed" | "failed" | "skipped", "message": str}``"""
     output_bytes: int = 0
     """bytes the run wrote to its stdout in all; ``output`` keeps at most ``max_output_bytes`` of them"""
+    reports: list[dict] = field(default_factory=list)
+    """the records other pytest plugins of the runner sent through its report pipe, in order (``gradacc.grading.plugin``:
+    cells started, captured outputs, events)"""
 
     @property
     def failed_cells(self) -> list[int]:
@@ -256,37 +257,48 @@ sys.modules.setdefault("rfc3987_syntax", None)
 _RUNNER = (
     _RUNNER_PRELUDE
     + r"""
+import os, re
+# The report pipe (descriptor argv[1]) is the only way the run's verdicts leave this process; the kernel does not
+# inherit it. Not dumpable, this process lets no process without CAP_SYS_PTRACE (none in the sandbox), even of its
+# own user, ptrace it or open its /proc/<pid>/fd, mem or environ (Linux kernel/ptrace.c, __ptrace_may_access).
+channel = os.fdopen(int(sys.argv[1]), "w", encoding="utf-8")
+os.set_inheritable(channel.fileno(), False)
+if sys.platform.startswith("linux"):
+    import ctypes
+    if ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0) != 0:  # PR_SET_DUMPABLE = 4 (linux/prctl.h)
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_DUMPABLE, 0)")
 import pytest
-rc = pytest.main(sys.argv[2:])
+
+class Report:
+    # a pytest plugin: each cell's outcome as pytest's JUnit XML gives it (a failed set-up or tear-down fails the
+    # cell), and send() for the other plugins (config.pluginmanager.get_plugin("gradacc-report"))
+    __name__ = "gradacc-report"  # the name pytest registers it under
+
+    def send(self, record):
+        channel.write(json.dumps(record) + "\n")
+        channel.flush()
+
+    def pytest_runtest_logreport(self, report):
+        match = re.search(r"::Cell (\d+)$", report.nodeid)
+        if match and (report.when == "call" or not report.passed):
+            message = ""
+            if report.failed:
+                crash = getattr(report.longrepr, "reprcrash", None)
+                message = str(report.longrepr) if crash is None else crash.message
+                if report.when != "call":
+                    message = f'failed on {report.when} with "{message}"'
+            cell = int(match.group(1))
+            self.send({"kind": "outcome", "cell": cell, "outcome": report.outcome, "message": message[:2000]})
+
+report = Report()
+rc = pytest.main(sys.argv[2:], plugins=[report])
 # Children only (the kernel): this runner's own maxrss still counts the parent it was forked from before exec.
-peak_kib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-with open(sys.argv[1], "w") as f:
-    json.dump({"rc": int(rc), "peak_kib": peak_kib}, f)
+report.send({"kind": "end", "peak_kib": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss})
 sys.exit(int(rc))
 """
 )
-
-
-def _cell_outcomes(junit: Path) -> dict[int, dict]:
-    cells: dict[int, dict] = {}
-    if not junit.exists():
-        return cells
-    try:
-        root = ET.parse(junit).getroot()
-    except ET.ParseError:  # cut short (a killed run) or overwritten: no outcomes
-        return cells
-    for case in root.iter("testcase"):
-        match = re.search(r"Cell (\d+)", case.get("name", ""))
-        if not match:
-            continue
-        outcome, message = "passed", ""
-        for child in case:
-            if child.tag in ("failure", "error"):
-                outcome, message = "failed", (child.get("message") or child.text or "")[:2000]
-            elif child.tag == "skipped":
-                outcome = "skipped"
-        cells[int(match.group(1))] = {"outcome": outcome, "message": message}
-    return cells
+_REPORT_BYTES = 2**25
+"""The most of a run's report pipe ``run_nbval`` keeps (32 MiB; a grading run's plugin caps each cell's text)."""
 
 
 def run_nbval(
@@ -301,14 +313,14 @@ def run_nbval(
     preexec_fn=None,
     max_output_bytes: int | None = None,
     python: str | None = None,
-    workdir: Path | None = None,
     wrap=None,
 ) -> NbvalRun:
     """Run ``pytest --nbval`` (or ``--nbval-lax``) on one notebook in a separate process.
 
     The kernel's peak resident memory (MiB, ``getrusage`` of the runner's children, which include the kernel) and the
-    wall time (s) are measured; per-cell outcomes come from pytest's JUnit XML (cell indices count code cells only, as
-    nbval names its items ``Cell N``).
+    wall time (s) are measured. Per-cell outcomes (cell indices count code cells only, as nbval names its items
+    ``Cell N``) come from the runner itself, as JSON lines on a pipe only it holds, never from a file the notebook's
+    code could write (the kernel does not inherit the pipe, nor can it open it through ``/proc``: see ``_RUNNER``).
 
     Args:
         timeout: wall-clock limit for the whole run in seconds; on expiry every descendant of the runner (the kernel
@@ -319,104 +331,126 @@ def run_nbval(
             dropped, so a flood cannot fill the caller's memory); ``output_bytes`` counts them all. ``None``: keep all.
         python: the interpreter that runs pytest and the kernel (``--nbval-current-env``); it needs pytest and nbval.
             Default: this one (``sys.executable``).
-        workdir: the folder for the runner's result file and JUnit XML (default: a temporary folder of its own).
-        wrap: ``wrap(argv, env, writable) -> (argv, env)``, the command that runs the runner instead (a sandbox,
-            ``gradacc.grading.sandbox.Sandbox.wrap`` with its working folder bound): ``env`` holds only the variables
-            given here, ``writable`` the two files the runner writes (created empty in ``workdir`` first).
+        wrap: ``wrap(argv, env) -> (argv, env)``, the command that runs the runner instead (a sandbox,
+            ``gradacc.grading.sandbox.Sandbox.wrap``); ``env`` holds only the variables given here. The report pipe's
+            descriptor passes through it (bubblewrap keeps inherited descriptors).
     """
     notebook = Path(notebook).resolve()
-    with tempfile.TemporaryDirectory(prefix="gradacc-nbval-") as tmp:
-        folder = Path(workdir or tmp)
-        result_file, junit = folder / "result.json", folder / "junit.xml"
-        args = [
-            python or sys.executable,
-            "-c",
-            _RUNNER,
-            str(result_file),
-            "--nbval-lax" if lax else "--nbval",
-            "--nbval-current-env",
-            f"--nbval-cell-timeout={cell_timeout}",
-            "-p",
-            "no:cacheprovider",
-            "-o",
-            "addopts=",
-            "-o",
-            "testpaths=",
-            f"--junitxml={junit}",
-            "-q",
-            "--rootdir",
-            str(notebook.parent),
-            *extra_args,
-            str(notebook),
-        ]
-        full_env = {**os.environ, **(env or {})}
-        if wrap is not None:
-            for path in (result_file, junit):
-                path.write_bytes(b"")
-            args, full_env = wrap(args, env or {}, [result_file, junit])
-        start = time.perf_counter()
-        proc = subprocess.Popen(
-            args,
-            cwd=cwd or notebook.parent,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            env=full_env,
-            start_new_session=True,
-            preexec_fn=preexec_fn,
-        )
-        output, output_bytes, timed_out = _read_output(proc, timeout, max_output_bytes)
-        if timed_out:
-            _kill_tree(proc.pid)
-            rest, rest_bytes, _ = _read_output(
-                proc, 5, None if max_output_bytes is None else max_output_bytes - len(output)
+    read_end, write_end = os.pipe()
+    args = [
+        python or sys.executable,
+        "-c",
+        _RUNNER,
+        str(write_end),
+        "--nbval-lax" if lax else "--nbval",
+        "--nbval-current-env",
+        f"--nbval-cell-timeout={cell_timeout}",
+        "-p",
+        "no:cacheprovider",
+        "-o",
+        "addopts=",
+        "-o",
+        "testpaths=",
+        "-q",
+        "--rootdir",
+        str(notebook.parent),
+        *extra_args,
+        str(notebook),
+    ]
+    full_env = {**os.environ, **(env or {})}
+    if wrap is not None:
+        args, full_env = wrap(args, env or {})
+    start = time.perf_counter()
+    with open(read_end, "rb", buffering=0):
+        try:
+            proc = subprocess.Popen(
+                args,
+                cwd=cwd or notebook.parent,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                env=full_env,
+                start_new_session=True,
+                preexec_fn=preexec_fn,
+                pass_fds=(write_end,),
             )
-            output, output_bytes = output + rest, output_bytes + rest_bytes
-        proc.wait()
-        proc.stdout.close()
-        returncode = -9 if timed_out else proc.returncode
-        wall = time.perf_counter() - start
-        peak_kib = 0
-        try:  # the runner's last words; empty when it was killed (and, in a sandbox, writable by the kernel)
-            peak_kib = float(json.loads(result_file.read_text())["peak_kib"])
-        except (OSError, ValueError, KeyError, TypeError):
-            pass
-        return NbvalRun(
-            returncode,
-            wall,
-            peak_kib / 1024,
-            output.decode("utf-8", "replace"),
-            _cell_outcomes(junit),
-            output_bytes,
-        )
+        finally:
+            os.close(write_end)  # the runner's copy is the only one: the pipe ends when the runner does
+        with proc.stdout:
+            pipes = _Pipes(proc, read_end, max_output_bytes)
+            timed_out = pipes.read(timeout)
+            if timed_out:
+                _kill_tree(proc.pid)
+                pipes.read(5)
+            proc.wait()
+    wall = time.perf_counter() - start
+    cells, peak_kib, reports = _read_report(bytes(pipes.kept["report"]))
+    return NbvalRun(
+        -9 if timed_out else proc.returncode,
+        wall,
+        peak_kib / 1024,
+        bytes(pipes.kept["output"]).decode("utf-8", "replace"),
+        cells,
+        pipes.total["output"],
+        reports,
+    )
 
 
-def _read_output(proc: subprocess.Popen, timeout: float, limit: int | None) -> tuple[bytes, int, bool]:
-    """Read ``proc.stdout`` until end of file, or until ``proc`` has exited and nothing came for a second (a stray
-    grandchild may hold the pipe), or ``timeout`` seconds; keep at most ``limit`` bytes.
+def _read_report(data: bytes) -> tuple[dict[int, dict], float, list[dict]]:
+    """``(cell outcomes, peak KiB, other records)`` from the runner's JSON lines; a line cut short (a killed run, or
+    past ``_REPORT_BYTES``) is dropped, and a failed phase of a cell is never replaced by a later one."""
+    cells, peak_kib, reports = {}, 0.0, []
+    for line in data.split(b"\n"):
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        if record.get("kind") == "outcome":
+            if cells.get(record["cell"], {}).get("outcome") != "failed":
+                cells[record["cell"]] = {"outcome": record["outcome"], "message": record["message"]}
+        elif record.get("kind") == "end":
+            peak_kib = float(record["peak_kib"])
+        else:
+            reports.append(record)
+    return cells, peak_kib, reports
 
-    Returns ``(kept bytes, total bytes read, whether the timeout expired first)``.
-    """
-    import selectors
 
-    kept, total = bytearray(), 0
-    deadline = time.monotonic() + timeout
-    fd = proc.stdout.fileno()
-    with selectors.DefaultSelector() as selector:
-        selector.register(fd, selectors.EVENT_READ)
-        while True:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return bytes(kept), total, True
-            if not selector.select(min(left, 1.0)):
-                if proc.poll() is not None:
-                    return bytes(kept), total, False
-                continue
-            chunk = os.read(fd, 1 << 16)
-            if not chunk:
-                return bytes(kept), total, False
-            total += len(chunk)
-            if limit is None or len(kept) < limit:
-                kept += chunk if limit is None else chunk[: limit - len(kept)]
+class _Pipes:
+    """The runner's stdout (``output``: ``limit`` bytes kept, ``None``: all; every byte counted) and its report pipe
+    (``report``: ``_REPORT_BYTES`` kept), read together so that neither fills up while the other is waited on."""
+
+    def __init__(self, proc: subprocess.Popen, report_fd: int, limit: int | None) -> None:
+        self.proc, self.names = proc, {proc.stdout.fileno(): "output", report_fd: "report"}
+        self.limits = {"output": limit, "report": _REPORT_BYTES}
+        self.kept, self.total = {"output": bytearray(), "report": bytearray()}, {"output": 0, "report": 0}
+        self.open = set(self.names)
+
+    def read(self, timeout: float) -> bool:
+        """Read until both pipes end, or the runner has exited and nothing came for a second (a stray grandchild may
+        hold its stdout), or ``timeout`` seconds; return whether the timeout expired first."""
+        import selectors
+
+        deadline = time.monotonic() + timeout
+        with selectors.DefaultSelector() as selector:
+            for fd in self.open:
+                selector.register(fd, selectors.EVENT_READ)
+            while self.open:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return True
+                ready = selector.select(min(left, 1.0))
+                if not ready and self.proc.poll() is not None:
+                    return False
+                for key, _ in ready:
+                    chunk = os.read(key.fd, 1 << 16)
+                    if not chunk:
+                        selector.unregister(key.fd)
+                        self.open.discard(key.fd)
+                        continue
+                    name = self.names[key.fd]
+                    self.total[name] += len(chunk)
+                    kept, limit = self.kept[name], self.limits[name]
+                    kept += chunk if limit is None else chunk[: max(0, limit - len(kept))]
+        return False
 
 
 def _kill_tree(pid: int) -> None:

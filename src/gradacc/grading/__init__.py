@@ -13,7 +13,8 @@ Nothing a student can edit decides a score. For every (student, exercise) the gr
    temporary folder, with a wall-clock limit per notebook and per cell, a memory limit, a cap on output size and a
    watchdog on the kernel (``gradacc.grading.plugin``), that process and its kernel inside a bubblewrap sandbox (no
    network, none of the instructor's files or other students', a size-capped scratch folder, its own pid namespace:
-   ``gradacc.grading.sandbox``), several submissions in parallel;
+   ``gradacc.grading.sandbox``), several submissions in parallel; every verdict comes back through a pipe only that
+   process holds (the kernel can neither inherit it nor open it), never through a file;
 5. scores each check: its points when nbval passed the reference's check cell AND every hidden check of it printed
    exactly what the reference solution printed for the same inputs (drawn from a seed chosen at grading time; the
    expected text is measured by running the reference itself twice before grading, and never enters a student's

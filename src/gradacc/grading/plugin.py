@@ -19,9 +19,12 @@ starts. In that process, before the kernel exists, it:
   (event ``output-limit``): what the runner holds in memory stays bounded by the cap;
 * notices a dead kernel within half a second instead of waiting for the cell timeout (event ``kernel-died``), and
   records cell timeouts (event ``cell-timeout``);
-* records, for every cell whose metadata carries ``gradacc_capture`` (a key chosen by the grader), the text the cell
-  printed to stdout plus the ``text/plain`` of its results (capped), its stderr (capped) and its error name and value,
-  in the JSON file named by the settings, rewritten after every cell.
+* sends, through the runner's report pipe (``gradacc.course.notebooks.run_nbval``: a descriptor only the runner holds,
+  never a file), each cell as it starts, the events above as they happen, and, for every cell whose metadata carries
+  ``gradacc_capture`` (a key chosen by the grader), the text the cell printed to stdout plus the ``text/plain`` of its
+  results (capped), its stderr (capped) and its error name and value; at the end, which of the file names the grader
+  once read its verdicts from (``PLANTED``) the notebook's code left in the working folder (the grader ignores them
+  and flags the row).
 
 nbval internals patched (nbval 0.11): ``nbval.kernel.start_new_kernel``, ``RunningKernel.get_message``,
 ``RunningKernel.await_reply`` and ``IPyNbCell.runtest``. tests/test_grading.py exercises every one of them.
@@ -35,10 +38,11 @@ import os
 import resource
 import sys
 import time
-from pathlib import Path
 from queue import Empty
 
 ENV = "GRADACC_GRADING"
+PLANTED = ("junit.xml", "result.json", "capture.json")
+"""Where a forged verdict would once have been read (before issue 44): the runner reports them if they exist."""
 
 
 class _SkipSlowImport:
@@ -63,17 +67,15 @@ if ENV in os.environ:
 _OUTPUT_TYPES = ("stream", "display_data", "execute_result", "update_display_data", "error")
 
 _settings: dict = {}
-_state: dict = {"cells": {}, "events": [], "output_bytes": 0, "current": None, "started": []}
+_state: dict = {"output_bytes": 0, "current": None, "report": None}
 
 
-def _save() -> None:
-    # written in place: in a sandbox the file is bound from the grader's folder, and a rename onto it would fail
-    Path(_settings["capture"]).write_text(json.dumps(_state), encoding="utf-8")
+def _send(record: dict) -> None:
+    _state["report"].send(record)
 
 
 def _event(kind: str, detail: str = "") -> None:
-    _state["events"].append({"kind": kind, "cell": _state["current"], "detail": detail})
-    _save()
+    _send({"kind": "event", "event": kind, "cell": _state["current"], "detail": detail})
 
 
 def _message_bytes(msg: dict) -> int:
@@ -157,14 +159,12 @@ def _patch_nbval() -> None:
     def patched_runtest(self):
         key = self.cell.get("metadata", {}).get("gradacc_capture")
         _state["current"] = key or f"Cell {self.cell_num}"
-        _state["started"].append(_state["current"])
-        _save()
+        _send({"kind": "started", "cell": _state["current"]})
         try:
             runtest(self)
         finally:
             if key:
-                _state["cells"][key] = _summarize(self.test_outputs or [])
-                _save()
+                _send({"kind": "captured", "cell": key, **_summarize(self.test_outputs or [])})
 
     cell_class.runtest = patched_runtest
 
@@ -202,16 +202,17 @@ def pytest_configure(config) -> None:
     if raw is None:
         return
     _settings.update(json.loads(raw))
+    _state["report"] = config.pluginmanager.get_plugin("gradacc-report")
+    if _state["report"] is None:
+        raise RuntimeError("the grading plugin runs only under gradacc.course.notebooks.run_nbval (its report pipe)")
     _die_with_the_grader(_settings.get("grader_pid"))
     if _settings.get("memory_bytes"):
         resource.setrlimit(resource.RLIMIT_DATA, (_settings["memory_bytes"], _settings["memory_bytes"]))
     resource.setrlimit(resource.RLIMIT_FSIZE, (_settings["file_bytes"], _settings["file_bytes"]))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     _patch_nbval()
-    _save()
 
 
 def pytest_sessionfinish(session) -> None:
-    if _settings:
-        _state["current"] = None
-        _save()
+    if _settings:  # the kernel has stopped; a process it left behind lives until this one ends
+        _send({"kind": "planted", "names": [name for name in PLANTED if os.path.lexists(name)]})

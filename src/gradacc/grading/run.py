@@ -23,17 +23,15 @@ __all__ = []
 
 # ---------------------------------------------------------------------------------------------------------- running
 def _run_merged(nb, name: str, settings: Settings, box: Sandbox) -> tuple[NbvalRun, dict]:
-    """Run a merged notebook under nbval with the grading plugin, in ``box``; returns the run and the plugin's
-    capture."""
+    """Run a merged notebook under nbval with the grading plugin, in ``box``; returns the run and what the plugin
+    sent through the runner's report pipe (``_capture``)."""
     from .plugin import ENV
 
     threads = str(max(1, (os.cpu_count() or 1) // settings.workers))
     with tempfile.TemporaryDirectory(prefix=f"gradacc-grade-{os.getpid()}-", ignore_cleanup_errors=True) as tmp:
-        path, capture = Path(tmp) / f"{name}.ipynb", Path(tmp) / "capture.json"
+        path = Path(tmp) / f"{name}.ipynb"
         path.write_text(nbformat.writes(nb), encoding="utf-8")
-        capture.write_bytes(b"")  # made here: in a sandbox it is one of the few files bound writable
         plugin = {
-            "capture": str(capture),
             "memory_bytes": settings.memory_mib * 2**20,
             "file_bytes": settings.file_mib * 2**20,
             "output_bytes": settings.max_output_kib * 2**10,
@@ -58,41 +56,27 @@ def _run_merged(nb, name: str, settings: Settings, box: Sandbox) -> tuple[NbvalR
             env=env,
             extra_args=("-p", "gradacc.grading.plugin", "-p", "nbval.plugin", "--noconftest"),
             max_output_bytes=settings.max_output_kib * 2**10 + 2**16,
-            workdir=Path(tmp),
-            wrap=None
-            if box.kind == "none"
-            else lambda argv, env_, writable: box.wrap(argv, env_, Path(tmp), [*writable, capture]),
+            wrap=None if box.kind == "none" else lambda argv, env_: box.wrap(argv, env_, Path(tmp)),
         )
-        data = None
-        if capture.exists() and capture.stat().st_size < 2**20 + 2 * settings.max_output_kib * 2**10:
-            try:
-                data = json.loads(capture.read_text(encoding="utf-8"))
-            except ValueError:
-                data = None
-        return run, _clean_capture(data)
+        return run, _capture(run.reports)
 
 
-def _clean_capture(data: object) -> dict:
-    """The plugin's capture with the types ``_score`` expects (the file sat where the student's code could write)."""
-    data = data if isinstance(data, dict) else {}
-    cells = {}
-    for key, cell in (data.get("cells") if isinstance(data.get("cells"), dict) else {}).items():
-        cell = cell if isinstance(cell, dict) else {}
-        error = cell.get("error") if isinstance(cell.get("error"), dict) else None
-        cells[str(key)] = {
-            "stdout": str(cell.get("stdout", "")),
-            "stderr": str(cell.get("stderr", "")),
-            "error": None
-            if error is None
-            else {"ename": str(error.get("ename", "")), "evalue": str(error.get("evalue", ""))},
-        }
-    events = [
-        {"kind": str(e.get("kind", "")), "cell": str(e.get("cell")), "detail": str(e.get("detail", ""))}
-        for e in (data.get("events") if isinstance(data.get("events"), list) else [])
-        if isinstance(e, dict)
-    ]
-    started = [str(s) for s in (data.get("started") if isinstance(data.get("started"), list) else [])]
-    return {"cells": cells, "events": events, "started": started}
+def _capture(reports: list[dict]) -> dict:
+    """What ``_score`` reads, from the plugin's records: ``cells`` (capture key -> its stdout, stderr and error),
+    ``events`` (``kind``, ``cell``, ``detail``), ``started`` (each cell as it started) and ``planted`` (the names in
+    ``plugin.PLANTED`` the notebook's code left in its working folder)."""
+    capture = {"cells": {}, "events": [], "started": [], "planted": []}
+    for record in reports:
+        kind = record.get("kind")
+        if kind == "started":
+            capture["started"].append(record["cell"])
+        elif kind == "captured":
+            capture["cells"][record["cell"]] = {k: record[k] for k in ("stdout", "stderr", "error")}
+        elif kind == "event":
+            capture["events"].append({"kind": record["event"], "cell": record["cell"], "detail": record["detail"]})
+        elif kind == "planted":
+            capture["planted"] = record["names"]
+    return capture
 
 
 def _calibrate(ref: Reference, settings: Settings, seed: int, pool: ThreadPoolExecutor, box: Sandbox) -> None:

@@ -14,9 +14,10 @@ command of one grading run (``pytest --nbval-lax`` and, under it, the kernel) in
 * one writable folder, the run's working folder (same path as outside), a ``tmpfs`` of ``scratch_mib`` MiB
   (bubblewrap's ``--size``; it caps bytes, not the number of empty files): HOME and TMPDIR point into it, and
   ``/dev/shm`` (POSIX semaphores, shared memory) is a second one of the same size. The merged notebook is bound into
-  it read-only and the few files the grader reads back (the plugin's capture, pytest's JUnit XML, the runner's
-  result) read-write: those are the only files of the machine's disk that the run can write, each capped by
-  ``RLIMIT_FSIZE``;
+  it read-only: the run can write no file of the machine's disk. Its verdicts leave through the runner's report pipe
+  (``gradacc.course.notebooks.run_nbval``), a descriptor that ``bwrap`` passes on to the grading process only; the
+  kernel, started by it, does not inherit it, and cannot open it through ``/proc`` (the grading process is not
+  dumpable);
 * its own pid namespace, whose init is the grading process (``--as-pid-1``): when it ends, the kernel kills every
   process left in it (double fork and ``setsid`` included) before ``bwrap`` exits; ``--die-with-parent`` does the
   same when the grader dies;
@@ -109,18 +110,15 @@ class Sandbox:
         """What a gradebook row records: ``bubblewrap 0.8.0, 256 MiB scratch`` or ``none``."""
         return "none" if self.kind == "none" else f"{self.version}, {self.scratch_mib} MiB scratch"
 
-    def wrap(
-        self, argv: Sequence[str], env: Mapping[str, str], workdir: Path, writable: Iterable[Path]
-    ) -> tuple[list[str], dict[str, str]]:
+    def wrap(self, argv: Sequence[str], env: Mapping[str, str], workdir: Path) -> tuple[list[str], dict[str, str]]:
         """The command and environment that run ``argv`` (with ``env`` added to the kept variables) in this sandbox.
 
         ``workdir`` (an existing folder) becomes the run's scratch ``tmpfs`` at the same path; every file in it now is
-        bound into it, read-only unless listed in ``writable``. ``none``: ``argv`` unchanged, the whole environment.
+        bound into it read-only. ``none``: ``argv`` unchanged, the whole environment. Inherited descriptors pass.
         """
         if self.kind == "none":
             return list(argv), {**os.environ, **env}
         workdir = Path(workdir).resolve()
-        writable = {Path(p).resolve() for p in writable}
         home = workdir / "home"
         kept = {k: v for k, v in os.environ.items() if k in PASSED_ENV or k.startswith("LC_")}
         environment = {**kept, **env, "HOME": str(home), "TMPDIR": str(home), "USER": "student", "LOGNAME": "student"}
@@ -131,7 +129,7 @@ class Sandbox:
         args += [*size, "--tmpfs", str(workdir), "--dir", str(home), *size, "--tmpfs", "/dev/shm"]
         for path in sorted(workdir.iterdir()):
             if path.is_file():
-                args += ["--bind" if path.resolve() in writable else "--ro-bind", str(path), str(path)]
+                args += ["--ro-bind", str(path), str(path)]
         args += ["--remount-ro", "/dev", "--remount-ro", "/", "--chdir", str(workdir), "--", *argv]
         return args, environment
 
@@ -217,7 +215,7 @@ def start_sandbox(
                 )
     box = Sandbox("bwrap", scratch_mib, tool, version or "bwrap", tuple(readable))
     with tempfile.TemporaryDirectory(prefix="gradacc-sandbox-check-") as tmp:
-        args, env = box.wrap([python, "-c", "import sys; print(sys.version_info[0])"], {}, Path(tmp), ())
+        args, env = box.wrap([python, "-c", "import sys; print(sys.version_info[0])"], {}, Path(tmp))
         done = subprocess.run(args, env=env, capture_output=True, text=True, timeout=120)
     if done.returncode != 0 or done.stdout.strip() != "3":
         said = " ".join(done.stderr.split())[-300:] or f"exit code {done.returncode}"

@@ -29,6 +29,8 @@ __all__ = [
 ]
 
 
+FORGED_FLAG = "forged verdict files"
+"""The flag of a row whose notebook left files named as the grader's verdict files once were (``plugin.PLANTED``)."""
 _NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
 
 
@@ -221,6 +223,10 @@ def _grade_one(
     row.message = "; ".join(notes)
     _score(ref, layout, run, capture, settings, row)
     row.feedback += [f"note: {_md(n)}" for n in notes]
+    if capture["planted"]:  # for the instructor: no verdict is read from a file, but the code tried
+        row.flags = "; ".join(filter(None, [row.flags, FORGED_FLAG]))
+        planted = f"{FORGED_FLAG} left in the working folder, ignored: {', '.join(capture['planted'])}"
+        row.message = "; ".join(filter(None, [row.message, planted]))
     return row
 
 
