@@ -10,6 +10,7 @@ from gradacc.stacks import check_item_counts, loop_weights, right_weights, windo
 from gradacc.stacks.grpo import normalizer_before_fix, normalizer_trl
 from gradacc.stacks.keras3 import window_sample_weights
 from gradacc.stacks.lit import window_of
+from gradacc.stacks.moe import run_trainer
 
 
 def test_windows_and_right_weights():
@@ -47,6 +48,10 @@ def test_fixes_arithmetic():
         (lambda: reference_loss_factors("deepspeed", 4, [1], "mean"), "library must be one of"),
         (lambda: reference_loss_factors("keras", 4, [1], "avg"), "reduction must be 'mean' or 'sum'"),
         (lambda: reference_loss_factors("keras", 2, [1, 2, 3], "mean"), "a window holds 1 to accum_steps=2"),
+        (
+            lambda: run_trainer(None, [{}] * 3, accum_steps=2, micro_batch_size=2),
+            "exactly one window: 2 x 2 examples, got 3",
+        ),
     ],
 )
 def test_bad_input_gets_a_clear_error(call, message):

@@ -12,8 +12,10 @@ How it accumulates (trl 1.16.0 on transformers 5.24.0, the pins; transformers 5.
   tokens of every sequence of the window;
 * **who divides**: TRL's loss is the summed token NLL divided by ``num_items_in_batch`` (``sft_trainer.py:1616-1618``)
   and ``Trainer`` does not divide again, provided the model "accepts loss kwargs"; a model that sets
-  ``accepts_loss_kwargs = False`` (Gemma 3, Qwen2.5-VL, PaliGemma in transformers 5) gets no count: TRL divides by the
-  micro-batch's own tokens and ``Trainer`` by the number of micro-batches, the per-micro-batch weighting of old;
+  ``accepts_loss_kwargs = False`` (``Qwen2_5_VLForConditionalGeneration``, ``Qwen3VLForConditionalGeneration``,
+  ``Glm4vForConditionalGeneration`` in transformers 5.15 and 5.24; ``Gemma3ForConditionalGeneration`` in 5.15, not in
+  5.24) gets no count: TRL divides by the micro-batch's own tokens and ``Trainer`` by the number of micro-batches, the
+  per-micro-batch weighting of old;
 * ``SFTConfig`` defaults to ``bf16=True`` (``trl/trainer/base_config.py:108``): the runs here set ``bf16=False`` so
   that gradients compare in float32.
 """
