@@ -1,4 +1,4 @@
-"""An auxiliary loss under accumulation: a Mixture-of-Experts load-balancing loss (lesson 10, section 8).
+"""An auxiliary loss under accumulation: a Mixture-of-Experts load-balancing loss (lesson 10, section 2).
 
 A Mixture-of-Experts (MoE) layer sends every token to ``top_k`` of its experts; its **load-balancing loss** (Switch
 Transformer, arXiv:2101.03961, eqs. 4-6; ``load_balancing_loss_func`` in transformers) is one number per forward pass,
@@ -10,12 +10,14 @@ computed from the routing of that pass's tokens, and the model adds it to the to
   of micro-batches: TRL's ``SFTTrainer`` does exactly that (``trl/trainer/sft_trainer.py:1625-1629``, trl 1.16.0:
   ``loss + weighted_aux_loss / steps`` with ``steps = current_gradient_accumulation_steps``);
 * transformers' own ``MixtralForCausalLM`` adds ``router_aux_loss_coef x aux_loss`` to the loss it returns
-  (``models/mixtral/modeling_mixtral.py:624-633``, transformers 5.24) and ``Trainer``, which passes
+  (``models/mixtral/modeling_mixtral.py:626-633``, transformers 5.24; 651-658 in 5.15) and ``Trainer``, which passes
   ``num_items_in_batch`` to a model that accepts loss kwargs, does not divide the result by the micro-batches
-  (``trainer.py:2110-2119``): the auxiliary term then weighs N times too much, while the logged loss hardly changes.
+  (``trainer.py:2110-2119``; 1952-1954 in 5.15): the auxiliary term then weighs N times too much, while the logged
+  loss hardly changes.
 
 ``tiny_moe_lm`` builds the small random MoE model, ``run_trainer`` runs a plain ``transformers.Trainer`` on it, and
-``window_objective`` computes the gradient of the objective both trainers mean, in one graph.
+``window_objective`` computes the window's objective and its gradient in one graph (at N = 1 it is the model's own
+loss).
 """
 
 from __future__ import annotations
