@@ -356,7 +356,9 @@ def test_reentrant_checkpointing_fails_only_at_the_synchronizing_micro_step():
 def test_fsdp2_accumulation_trades_gradient_memory_for_reduce_scatters():
     """Issue 16, FSDP2 on 2 gloo ranks, N = 3: the default reduce-scatters on every micro-step and keeps only each
     rank's gradient shard; set_requires_gradient_sync(False) keeps the whole unsharded gradient on every rank until
-    the last micro-step and reduce-scatters N times less; both give the one-process full-batch weights."""
+    the last micro-step and reduce-scatters N times less; both give the one-process full-batch weights. A root unit
+    that holds parameters (the last Linear) is gathered N times per optimizer step, 2N with reshard_after_forward=True
+    (issue 43: FSDP2 keeps the root's parameters from its forward pass to its backward pass, then reshards them)."""
     result = run_fsdp_window(accum_steps=3, micro_batch_size=8, hidden=32, depth=2)
     n, full_bytes = 3, result["parameter_bytes"]  # float32 gradients: one per parameter
     groups = 2 + 1  # fully_shard on each of the 3 Linear layers; the root holds no parameters of its own
@@ -373,6 +375,10 @@ def test_fsdp2_accumulation_trades_gradient_memory_for_reduce_scatters():
     assert boundary["rank_grad_bytes"] == [[full_bytes] * (n - 1) + [shard]] * 2
     for mode in (each, boundary):
         assert mode["weight_diff"] < 1e-6, mode["weight_diff"]
+    assert result["units"] == groups
+    root_gathers = {"root reshard_after_forward: default": n, "root reshard_after_forward=True": 2 * n}
+    for mode in ("sync each micro-step", "sync at the boundary"):  # the other units: 2 N each, as above
+        assert result["root_all_gathers"][mode] == {k: 2 * n * (groups - 1) + v for k, v in root_gathers.items()}
     assert psutil.Process().children(recursive=True) == []
 
 

@@ -107,6 +107,19 @@ def sync_plan(parameter_bytes, world_size, accum_steps, peak_each_mib, budget_mi
     return {mode: cost for mode, cost in costs.items() if cost[0] <= budget_mib}
 
 
+# %% 9.1 all-gathers counted 2N - 1 per optimizer step (the root rule of a root with parameters, misread)
+def sync_plan(parameter_bytes, world_size, accum_steps, peak_each_mib, budget_mib, bandwidth_gb_s):
+    share = parameter_bytes * (world_size - 1) / world_size
+    one = share / (bandwidth_gb_s * 1e9)
+    extra_mib = share / 2**20 if accum_steps >= 2 else 0.0
+    gathers = 2 * accum_steps - 1
+    costs = {
+        "each": (peak_each_mib, (gathers + accum_steps) * one),
+        "boundary": (peak_each_mib + extra_mib, (gathers + 1) * one),
+    }
+    return {mode: cost for mode, cost in costs.items() if cost[0] <= budget_mib}
+
+
 # %% 9.2 logging with .item() every micro-step (a graph break, and a device sync on a GPU)
 def micro_step(model, batch, items, stats):
     loss = sum_cross_entropy(model, batch) / items

@@ -55,6 +55,21 @@ def loss_factors(library, accum_steps, item_counts, reduction):
     return [(n if reduction == "mean" else 1) / (window_items * scale) for n in item_counts]
 
 
+# %% 10.1 Keras's short window returns an empty list instead of None (a list reads as factors to apply)
+def loss_factors(library, accum_steps, item_counts, reduction):
+    window_items = sum(item_counts)
+    if library == "keras" and len(item_counts) < accum_steps:
+        return []
+    scale = {
+        "pytorch": 1.0,
+        "lightning": 1.0 / accum_steps,
+        "accelerate": 1.0 / accum_steps,
+        "trainer": 1.0 / len(item_counts),
+        "keras": 1.0 / accum_steps,
+    }[library]
+    return [(n if reduction == "mean" else 1) / (window_items * scale) for n in item_counts]
+
+
 # %% 10.1 the reduction ignored (a summed loss treated as a mean)
 def loss_factors(library, accum_steps, item_counts, reduction):
     window_items = sum(item_counts)

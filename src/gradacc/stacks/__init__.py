@@ -4,6 +4,7 @@ and by what, and when it syncs (steps the optimizer), measured on the installed 
 One module per stack, each imported on its own (importing this package imports none of the libraries):
 
 * ``sft``: TRL's ``SFTTrainer`` with padding-free (packed) batches: what ``num_items_in_batch`` counts;
+* ``moe``: a Mixture-of-Experts auxiliary loss under accumulation, in ``SFTTrainer`` and in a plain ``Trainer``;
 * ``grpo``: TRL's ``GRPOTrainer`` with ``loss_type="dapo"``: which token count divides a window's loss;
 * ``lora``: PEFT / LoRA: adapter-sized gradients, reentrant checkpointing, frozen weights under DDP;
 * ``lit``: PyTorch Lightning's ``accumulate_grad_batches``: the short last window and an epoch shorter than N;

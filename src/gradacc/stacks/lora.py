@@ -119,13 +119,17 @@ class SkipMiddle(nn.Module):
         return net[4](h)
 
 
-def ddp_window(ddp: nn.Module, module: SkipMiddle, window: Sequence[Batch], skips: Sequence[bool]) -> None:
+def ddp_window(
+    ddp: nn.Module, module: SkipMiddle, window: Sequence[Batch], skips: Sequence[bool], *, sync_first: bool = False
+) -> None:
     """One accumulation window through a ``DistributedDataParallel``-wrapped ``SkipMiddle``: ``no_sync()`` on every
     micro-step but the last, each summed loss divided by the window's items, ``skips[k]`` setting layer drop for
-    micro-step ``k``. No optimizer step (the gradients stay in ``.grad``)."""
+    micro-step ``k``. ``sync_first`` synchronizes the first micro-step too: what ``static_graph=True`` needs on the
+    very first micro-step of training (lesson 11). No optimizer step (the gradients stay in ``.grad``)."""
     items = sum(count_items(b) for b in window)
     for k, (batch, skip) in enumerate(zip(window, skips, strict=True)):
         module.skip = skip
-        context = ddp.no_sync() if k < len(window) - 1 else contextlib.nullcontext()
+        synced = k == len(window) - 1 or (sync_first and k == 0)
+        context = contextlib.nullcontext() if synced else ddp.no_sync()
         with context:
             (sum_cross_entropy(ddp, batch) / items).backward()

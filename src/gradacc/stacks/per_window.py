@@ -207,8 +207,8 @@ class _Crash(Exception):
 def per_window_schedule(schedule: Any, accum_steps: int) -> Any:
     """A Keras learning-rate schedule that reads optimizer steps instead of micro-steps: it calls ``schedule`` at
     ``step // accum_steps``. Keras calls a schedule with ``optimizer._iterations``, which counts every batch
-    (``keras/src/optimizers/base_optimizer.py:775-781``), so at update ``u`` (1-based) the plain schedule is read at
-    micro-step ``N * u - 1``; this one at ``u - 1``, as without accumulation."""
+    (``keras/src/optimizers/base_optimizer.py:777-781`` in keras 3.15.1, 785-789 in 3.13.2), so at update ``u``
+    (1-based) the plain schedule is read at micro-step ``N * u - 1``; this one at ``u - 1``, as without accumulation."""
     from .keras3 import keras_on_torch
 
     keras = keras_on_torch()

@@ -18,6 +18,12 @@ gradients FSDP2 keeps for a later reduce-scatter) and the collectives called so 
 ``"reduce_scatter"``: the ``torch.distributed`` functions FSDP2 calls, ``COLLECTIVES``, counted by wrapping them). After the optimizer
 step, rank 0 compares the full parameters with one process training the same model on the whole batch at once.
 
+Then it counts the all-gathers of one optimizer step, in both modes, of the same MLP with its LAST ``Linear`` left in
+the root unit (a root that holds parameters of its own; every other ``Linear`` a unit of its own), once with the
+root's ``reshard_after_forward`` left to FSDP2 (False for the root) and once set to True (``ROOT_SETTINGS``): the root
+is gathered once per micro-step in the first (kept from its forward pass to its backward pass, resharded after its
+backward pass: ``_fsdp_param_group.py:223``, 608 and 637, torch 2.13; 193, 507 and 529 in 2.11), twice in the second.
+
 With ``--memory-steps 1,2,4,8`` it also measures each rank's peak memory in an optimizer step (the median of
 ``MEASURED_STEPS``) of a fixed
 effective batch (``--effective-batch-size`` samples over all ranks) for each of those ``accum_steps``, in three
@@ -30,7 +36,8 @@ window calls it after every micro-step: that clears per-module statistics only, 
 
 Rank 0 writes ``{"world_size", "accum_steps", "micro_batch_size", "parameters", "parameter_bytes", "modes": {mode:
 {"micro_steps": [{"sharded_grad_bytes", "unsharded_grad_bytes", "all_gather", "reduce_scatter"}, ...] (rank 0's),
-"rank_grad_bytes": [[...per micro-step, sharded + unsharded] per rank], "weight_diff"}}, "effective_batch_size",
+"rank_grad_bytes": [[...per micro-step, sharded + unsharded] per rank], "weight_diff"}}, "units" (the ``Linear``
+layers), "root_all_gathers": {mode: {root setting: all-gathers per optimizer step}}, "effective_batch_size",
 "memory": {memory mode: {str(accum_steps): [{"peak_mib", "breakdown_mib": {tracker category: MiB}, "step_peaks_mib"} per rank]}}}``
 (the last two only with ``--memory-steps``).
 """
@@ -57,9 +64,12 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 from ..data import check_accum_steps, load_digits_tensors
 from ..models import make_digits_model
 
-__all__ = ["MODES", "MEMORY_MODES", "COLLECTIVES", "build_parser", "main"]
+__all__ = ["MODES", "MEMORY_MODES", "ROOT_SETTINGS", "COLLECTIVES", "build_parser", "main"]
 
 MODES = ("sync each micro-step", "sync at the boundary")
+ROOT_SETTINGS = {"root reshard_after_forward: default": None, "root reshard_after_forward=True": True}
+"""The root unit's ``reshard_after_forward`` in the root-with-parameters count (None: FSDP2's default, False for the
+root: ``_fully_shard.py:189-190`` and ``_fsdp_state.py:203-207``, torch 2.13; 156-157 and 193-196 in 2.11)."""
 MEMORY_MODES = ("DDP", *MODES)
 COLLECTIVES = {"all_gather": "all_gather_single", "reduce_scatter": "reduce_scatter_single"}
 """The ``torch.distributed`` functions FSDP2 calls for its all-gathers and reduce-scatters: ``*_single`` in torch 2.13;
@@ -140,12 +150,15 @@ def _grad_bytes(model: torch.nn.Module) -> tuple[int, int]:
     return sharded, unsharded
 
 
-def _sharded_model(args) -> torch.nn.Module:
+def _sharded_model(args, root_holds_last: bool = False, root_reshard_after_forward: bool | None = None):
+    """The digits MLP with every ``Linear`` a unit of its own (or every one but the last, which the root unit then
+    holds), and the root."""
     model = make_digits_model(seed=0, hidden=args.hidden, depth=args.depth)
-    for module in model.modules():
-        if isinstance(module, torch.nn.Linear):
-            fully_shard(module)
-    fully_shard(model)
+    linears = [module for module in model.modules() if isinstance(module, torch.nn.Linear)]
+    for module in linears[:-1] if root_holds_last else linears:
+        fully_shard(module)
+    root = {} if root_reshard_after_forward is None else {"reshard_after_forward": root_reshard_after_forward}
+    fully_shard(model, **root)
     return model
 
 
@@ -208,9 +221,9 @@ def _peak_memory(args, mode: str, n: int, x: torch.Tensor, y: torch.Tensor) -> d
     }
 
 
-def _window(args, mode: str, x: torch.Tensor, y: torch.Tensor, counts: dict[str, int]) -> dict:
+def _window(args, mode: str, x: torch.Tensor, y: torch.Tensor, counts: dict[str, int], model=None) -> dict:
     rank, world = dist.get_rank(), dist.get_world_size()
-    model = _sharded_model(args)
+    model = _sharded_model(args) if model is None else model
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     b, n = args.micro_batch_size, args.accum_steps
     mine = slice(rank * b * n, (rank + 1) * b * n)  # this rank's part of the effective batch
@@ -254,6 +267,12 @@ def main(argv: list[str] | None = None) -> int:
             full = run.pop("full")
             run["weight_diff"] = max((full[n] - p).abs().max().item() for n, p in reference.named_parameters())
             modes[mode] = run
+        root_all_gathers: dict[str, dict[str, int]] = {mode: {} for mode in MODES}
+        for mode in MODES:
+            for setting, reshard in ROOT_SETTINGS.items():
+                model = _sharded_model(args, root_holds_last=True, root_reshard_after_forward=reshard)
+                run = _window(args, mode, x, y, counts, model=model)
+                root_all_gathers[mode][setting] = run["micro_steps"][-1]["all_gather"]
         memory = {}
         for mode in MEMORY_MODES if args.memory_steps else ():
             memory[mode] = {}
@@ -269,6 +288,8 @@ def main(argv: list[str] | None = None) -> int:
                 "parameters": sum(p.numel() for p in reference.parameters()),
                 "parameter_bytes": sum(p.nbytes for p in reference.parameters()),
                 "modes": modes,
+                "units": sum(isinstance(m, torch.nn.Linear) for m in reference.modules()),
+                "root_all_gathers": root_all_gathers,
                 **({"memory": memory, "effective_batch_size": args.effective_batch_size} if memory else {}),
             }
             Path(args.out).write_text(json.dumps(result))

@@ -48,9 +48,10 @@ def reference_sync_plan(
     * Communication: a ring all-gather or reduce-scatter of a float32 parameter- or gradient-sized tensor moves
       ``parameter_bytes x (world_size - 1) / world_size`` bytes per rank (nccl-tests' "bus bandwidth" factor); at
       ``bandwidth_gb_s`` (10**9 bytes/s) it takes bytes / bandwidth seconds. Every micro-step all-gathers the
-      parameters twice (forward, and again for backward: ``reshard_after_forward=True``) in both settings; sync each
-      micro-step adds one reduce-scatter per micro-step (``3 x accum_steps`` collectives per optimizer step), sync at
-      the boundary one per optimizer step (``2 x accum_steps + 1``): lesson 09's measured counts (cell ``l09-counts``).
+      parameters twice (forward, and again for backward: ``reshard_after_forward`` is True for every unit but the
+      root, which holds no parameters here) in both settings; sync each micro-step adds one reduce-scatter per
+      micro-step (``3 x accum_steps`` collectives per optimizer step), sync at the boundary one per optimizer step
+      (``2 x accum_steps + 1``): lesson 09's measured counts (cell ``l09-counts``).
     """
     share = parameter_bytes * (world_size - 1) / world_size
     one = share / (bandwidth_gb_s * 1e9)

@@ -2,11 +2,11 @@
 every window's gradient is the full batch's.
 
 Exercise 10.1 asks for ``loss_factors(library, accum_steps, item_counts, reduction)``: for ONE accumulation window
-(``item_counts``: the items of each of its micro-batches; fewer than ``accum_steps`` of them for an epoch's short last
-window), the factor to multiply each micro-batch's loss by before handing it to the library, so that the window's
-update is the gradient of the mean item loss over the window; ``None`` where the library never applies the window
-(``reference_loss_factors`` is the answer; ``library_scale`` says what each library does). Exercise 10.2 asks for
-``lightning_loss(module, batch, batch_idx)``, the loss a ``LightningModule``'s ``training_step`` returns with
+(``item_counts``: the items of each of its micro-batches; ``accum_steps`` of them for a full window, fewer for an
+epoch's short last window: the check grades both), the factor to multiply each micro-batch's loss by before handing
+it to the library, so that the window's update is the gradient of the mean item loss over the window; ``None`` where
+the library never applies the window (``reference_loss_factors`` is the answer; ``library_scale`` says what each
+library does). Exercise 10.2 asks for ``lightning_loss(module, batch, batch_idx)``, the loss a ``LightningModule``'s ``training_step`` returns with
 ``Trainer(accumulate_grad_batches=N)``; the check runs a real Lightning ``fit`` over micro-batches of unequal sizes
 with a short last window (``lightning_window_grads``) and compares every window's gradient with one big batch's.
 """
