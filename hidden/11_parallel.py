@@ -56,10 +56,16 @@ EDGE_CASES = {"11.2": (draw_11_2, edges_11_2)}
 # %% hidden 11.1
 for reduction in ("mean", "sum"):  # every seed: both reductions, the library's division on (A = 1, A >= 2) and off
     for scale_grads, step_calls in ((True, 1), (True, rng.randint(2, 4)), (False, rng.randint(2, 4))):
-        case = (rng.randint(2, 32), rng.choice([2, 4, 8, 16]), step_calls, rng.choice([2, 4, 8, 64]), reduction,
-                scale_grads)  # fmt: skip
+        b, m, w = rng.randint(2, 32), rng.choice([2, 4, 8, 16]), rng.choice([2, 4, 8, 64])
+        case = (b, m, step_calls, w, reduction, scale_grads, b * m * step_calls * w)  # one item per sample
         print(f"{case} -> {plan(*case)}")
-case = (rng.randint(2, 32), rng.choice([2, 4, 8]), 1, 1, rng.choice(["mean", "sum"]), False)  # one rank, one call
+    for scale_grads, step_calls in ((True, 1), (False, rng.randint(1, 4))):  # padded tokens: a given global count
+        b, m, w = rng.randint(2, 32), rng.choice([2, 4, 8, 16]), rng.choice([2, 4, 8, 64])
+        effective = b * m * step_calls * w
+        case = (b, m, step_calls, w, reduction, scale_grads, rng.randint(effective + 1, 512 * effective))
+        print(f"{case} -> {plan(*case)}")
+b, m = rng.randint(2, 32), rng.choice([2, 4, 8])
+case = (b, m, 1, 1, rng.choice(["mean", "sum"]), False, b * m)  # one rank, one call
 print(f"{case} -> {plan(*case)}")
 
 # %% hidden 11.2
