@@ -115,7 +115,7 @@ def compile_accumulations(
     if devices < 1 or accum_steps < 1 or x.shape[0] % (devices * accum_steps):
         raise ValueError(
             f"a batch of {x.shape[0]} rows does not split into {devices} devices x {accum_steps} micro-batches: "
-            f"use a multiple of devices x accum_steps"
+            "use a multiple of devices x accum_steps"
         )
     mesh = data_mesh(devices)
     args = (params, *shard_rows(mesh, x, y))

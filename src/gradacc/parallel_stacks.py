@@ -134,11 +134,11 @@ def run_parallel_lesson(
     """
     if isinstance(windows, bool) or not isinstance(windows, int) or windows < 1:
         raise ValueError(f"windows must be an int >= 1, got {windows!r}")
-    need = max(  # digits read: the data-parallel cases (2 x 2M micro-batches of samples, 2 x M of padded sequences),
-        effective_batch_size(micro_batch_size, 2 * n_microbatches, 2),  # the static_graph cases' windows, FSDP2's
-        effective_batch_size(micro_batch_size, n_microbatches, 2) * SEQ_LEN,
-        effective_batch_size(micro_batch_size, accum_steps, 2) * windows,
-        effective_batch_size(micro_batch_size, 4, 2),
+    need = max(  # digits read by
+        effective_batch_size(micro_batch_size, 2 * n_microbatches, 2),  # the data-parallel cases' 2 x 2M micro-batches
+        effective_batch_size(micro_batch_size, n_microbatches, 2) * SEQ_LEN,  # their 2 x M padded sequences
+        effective_batch_size(micro_batch_size, accum_steps, 2) * windows,  # the static_graph cases' windows
+        effective_batch_size(micro_batch_size, 4, 2),  # FSDP2's 4 micro-batches per rank
     )
     if need > 1797:
         raise ValueError(f"these sizes read {need} digits but there are 1797: lower micro_batch_size or the counts")

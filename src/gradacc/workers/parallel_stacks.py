@@ -174,14 +174,15 @@ def _items(targets: torch.Tensor) -> int:
 
 
 def _batches(case: dict[str, Any], rows: int, count: int, start: int = 0) -> list[tuple[torch.Tensor, torch.Tensor]]:
-    """``count`` consecutive ``step()`` batches of ``rows`` samples, or of ``rows`` padded sequences, from digit
-    ``start`` (a sequence reads ``SEQ_LEN`` digits)."""
+    """``count`` consecutive ``step()`` batches of ``rows`` samples from sample ``start``, or (``case["tokens"]``)
+    of ``rows`` padded sequences from sequence ``start`` (a sequence reads ``SEQ_LEN`` digits)."""
     if case.get("tokens"):
-        tokens, labels = padded_digit_sequences(sequence_lengths(rows * count, start), SEQ_LEN, start * SEQ_LEN)
-        return [(tokens[a * rows : (a + 1) * rows], labels[a * rows : (a + 1) * rows]) for a in range(count)]
-    x, y = load_digits_tensors()
-    return [(x[start + a * rows : start + (a + 1) * rows], y[start + a * rows : start + (a + 1) * rows]) for a in
-            range(count)]  # fmt: skip
+        x, y = padded_digit_sequences(sequence_lengths(rows * count, start), SEQ_LEN, start * SEQ_LEN)
+        start = 0
+    else:
+        x, y = load_digits_tensors()
+    chunks = [slice(start + a * rows, start + (a + 1) * rows) for a in range(count)]
+    return [(x[chunk], y[chunk]) for chunk in chunks]
 
 
 def _pipeline(case: dict[str, Any], m: int, micro: int) -> dict[str, Any]:
@@ -233,10 +234,11 @@ def _data_parallel(case: dict[str, Any], m: int, micro: int, own_group) -> dict[
     ddp = DDP(model)
     counter = AllReduceCounter()
     ddp.register_comm_hook(None, counter.hook)
-    sample = mine[0][0]
-    shapes = {} if case.get("infer_shapes") else {"input_args": sample[0][:micro], "output_args": torch.empty(
-        *sample[1][:micro].shape, 10)}  # fmt: skip
-    stage = PipelineStage(ddp, 0, 1, torch.device("cpu"), group=own_group, **shapes)
+    inputs, targets = mine[0][0]  # one micro-batch's shapes: [micro, 64] or [micro, SEQ_LEN, 64] -> [..., 10]
+    shapes = {"input_args": inputs[:micro], "output_args": torch.empty(*targets[:micro].shape, 10)}
+    stage = PipelineStage(
+        ddp, 0, 1, torch.device("cpu"), group=own_group, **({} if case.get("infer_shapes") else shapes)
+    )
     divisor = [1.0]  # the optimizer step's items, set before its first step(); the loss function reads it
     schedule = ScheduleGPipe(
         stage, n_microbatches=per_step, scale_grads=False,
@@ -247,9 +249,11 @@ def _data_parallel(case: dict[str, Any], m: int, micro: int, own_group) -> dict[
         model.zero_grad()
         local = torch.tensor(float(sum(_items(t) for _, t in batches)))
         items = [int(local)]
-        if case.get("count") != "local":
+        if case.get("count") == "local":
+            local *= world  # cancels the x W: each rank divides its sum by its own items
+        else:
             dist.all_reduce(local)  # the items of the optimizer step on every rank
-        divisor[0] = float(local) if case.get("count") != "local" else float(local) * world
+        divisor[0] = float(local)
         before = counter.calls
         try:
             for a, (inputs, targets) in enumerate(batches):
@@ -273,11 +277,11 @@ def _data_parallel(case: dict[str, Any], m: int, micro: int, own_group) -> dict[
     return {**result, "max_abs_diff": float((_flat(p.grad for p in model.parameters()) - want).abs().max())}
 
 
-def _context_parallel(count: str, start: int) -> dict[str, Any]:
+def _context_parallel(count: str) -> dict[str, Any]:
     """One window of ``len(CP_LENGTHS)`` padded sequences, each split along the sequence over the ranks (rank r holds
     positions ``r x SEQ_LEN`` to ``(r + 1) x SEQ_LEN - 1``), DDP's sync on the last micro-step only."""
     rank, world = dist.get_rank(), dist.get_world_size()
-    tokens, labels = padded_digit_sequences(CP_LENGTHS, world * SEQ_LEN, start)
+    tokens, labels = padded_digit_sequences(CP_LENGTHS, world * SEQ_LEN)
     mine = slice(rank * SEQ_LEN, (rank + 1) * SEQ_LEN)
     model = make_digits_model(seed=0, **MODEL)
     ddp = DDP(model)
@@ -313,9 +317,7 @@ def _context_parallel(count: str, start: int) -> dict[str, Any]:
 def _fsdp(micro: int) -> dict[str, Any]:
     """``FSDP_CASES`` on every rank (rank r reads the digits after rank r-1's 4 micro-batches); rank 0 compares."""
     rank, world = dist.get_rank(), dist.get_world_size()
-    x, y = load_digits_tensors()
-    windows = [[(x[(4 * r + k) * micro : (4 * r + k + 1) * micro], y[(4 * r + k) * micro : (4 * r + k + 1) * micro])
-                for k in range(4)] for r in range(world)]  # fmt: skip
+    windows = [_batches({}, micro, 4, 4 * micro * r) for r in range(world)]
     items = 4 * micro * world
     runs = {
         name: fsdp_bf16_window(windows[rank], extra_on=[3], items=items, **case) for name, case in FSDP_CASES.items()
@@ -388,7 +390,7 @@ def main(argv: list[str] | None = None) -> int:
         pipeline = {name: _pipeline(case, m, micro) for name, case in PIPELINE_CASES.items()}
         own = [dist.new_group([r]) for r in range(world)]  # every rank must create every group
         data_parallel = {name: _data_parallel(case, m, micro, own[rank]) for name, case in DP_CASES.items()}
-        context_parallel = {name: _context_parallel(count, 0) for name, count in CP_CASES.items()}
+        context_parallel = {name: _context_parallel(count) for name, count in CP_CASES.items()}
         fsdp = _fsdp(micro)
         static_graph = {}
         for name, static, first in (
