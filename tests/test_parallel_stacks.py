@@ -116,7 +116,9 @@ def test_fsdp_bf16_window_reports_the_assertion_and_unused_parameters():
     for unit in (False, True):  # the extra layer in the root unit, then as its own FSDP unit
         fixed = fsdp_bf16_window(window, extra_on=[2], touch_unused="output", extra_unit=unit)
         assert fixed["outcome"] == "ok" and torch.equal(fixed["grads"], synced), unit
-    own = fsdp_bf16_window(window, extra_on=[2], extra_unit=True)["outcome"]
+    gathered = fsdp_bf16_window(window, extra_on=[0], extra_unit=True)  # its own unit, gathered on micro-step 0
+    assert gathered["outcome"] == "ok" and gathered["grads"][extra].any()
+    own = fsdp_bf16_window(window, extra_on=[2], extra_unit=True)["outcome"]  # never gathered before micro-step 0
     touched = fsdp_bf16_window(window, extra_on=[2], extra_unit=True, touch_unused="parameters")["outcome"]
     print(f"own unit at the boundary: {own}; with 0 x sum(parameters): {touched}")
     assert own.startswith("error: ") and "mixed torch.Tensor and DTensor" in touched

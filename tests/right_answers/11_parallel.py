@@ -5,7 +5,9 @@ and in the hidden check on every seed (tests/test_wrong_answers.py). Same format
 
 
 # %% 11.1 exact fractions, counted per rank: each rank's share of the items, then the rank's own micro-batches
-def window_plan(micro_batch_size, n_microbatches, step_calls, world_size, loss_reduction, scale_grads, global_items):
+def window_plan(
+    micro_batch_size, n_microbatches, step_calls, world_size, loss_reduction, scale_grads, global_items, equal_items
+):
     from fractions import Fraction
 
     samples = micro_batch_size * n_microbatches * step_calls * world_size
@@ -14,7 +16,7 @@ def window_plan(micro_batch_size, n_microbatches, step_calls, world_size, loss_r
     items_per_rank = Fraction(global_items, world_size)  # DDP averages: each rank stands for 1 / W of the mean
     undo = n_microbatches if scale_grads else 1
     if loss_reduction == "mean":
-        if global_items != samples:
+        if not equal_items:
             return {"effective_batch_size": samples, "loss_factor": None}
         per_micro_batch = items_per_rank / (n_microbatches * step_calls)
         return {"effective_batch_size": samples, "loss_factor": undo * per_micro_batch / items_per_rank}

@@ -7,7 +7,9 @@ exercise's own import cell. Every one must lose check X.Y in the visible check a
 
 
 # %% 11.1 the equal-micro-batch recipe (the old reference answer): global_items ignored, every item a sample
-def window_plan(micro_batch_size, n_microbatches, step_calls, world_size, loss_reduction, scale_grads, global_items):
+def window_plan(
+    micro_batch_size, n_microbatches, step_calls, world_size, loss_reduction, scale_grads, global_items, equal_items
+):
     per_sample = 1.0 if loss_reduction == "mean" else 1.0 / micro_batch_size
     if scale_grads:
         factor = per_sample if step_calls == 1 else None
@@ -17,7 +19,9 @@ def window_plan(micro_batch_size, n_microbatches, step_calls, world_size, loss_r
 
 
 # %% 11.1 the global item count, but DDP's average over the ranks forgotten (no x W)
-def window_plan(micro_batch_size, n_microbatches, step_calls, world_size, loss_reduction, scale_grads, global_items):
+def window_plan(
+    micro_batch_size, n_microbatches, step_calls, world_size, loss_reduction, scale_grads, global_items, equal_items
+):
     effective = micro_batch_size * n_microbatches * step_calls * world_size
     if scale_grads and step_calls > 1:
         return {"effective_batch_size": effective, "loss_factor": None}
@@ -25,12 +29,14 @@ def window_plan(micro_batch_size, n_microbatches, step_calls, world_size, loss_r
     if loss_reduction == "sum":
         factor = divided / global_items
     else:
-        factor = divided / (n_microbatches * step_calls) if global_items == effective else None
+        factor = divided / (n_microbatches * step_calls) if equal_items else None
     return {"effective_batch_size": effective, "loss_factor": factor}
 
 
 # %% 11.1 the hand-written loop's habit: loss / (M x A) whatever scale_grads does (divided twice by default)
-def window_plan(micro_batch_size, n_microbatches, step_calls, world_size, loss_reduction, scale_grads, global_items):
+def window_plan(
+    micro_batch_size, n_microbatches, step_calls, world_size, loss_reduction, scale_grads, global_items, equal_items
+):
     per_sample = 1.0 if loss_reduction == "mean" else 1.0 / micro_batch_size
     return {
         "effective_batch_size": micro_batch_size * n_microbatches * step_calls * world_size,
@@ -39,7 +45,9 @@ def window_plan(micro_batch_size, n_microbatches, step_calls, world_size, loss_r
 
 
 # %% 11.1 the schedule divides by M, so the loss only by the step() calls (torchtitan's bug: a moving average)
-def window_plan(micro_batch_size, n_microbatches, step_calls, world_size, loss_reduction, scale_grads, global_items):
+def window_plan(
+    micro_batch_size, n_microbatches, step_calls, world_size, loss_reduction, scale_grads, global_items, equal_items
+):
     per_sample = 1.0 if loss_reduction == "mean" else 1.0 / micro_batch_size
     divisor = step_calls if scale_grads else n_microbatches * step_calls
     return {
@@ -49,13 +57,15 @@ def window_plan(micro_batch_size, n_microbatches, step_calls, world_size, loss_r
 
 
 # %% 11.1 the effective batch of one rank (the data-parallel ranks forgotten)
-def window_plan(micro_batch_size, n_microbatches, step_calls, world_size, loss_reduction, scale_grads, global_items):
+def window_plan(
+    micro_batch_size, n_microbatches, step_calls, world_size, loss_reduction, scale_grads, global_items, equal_items
+):
     effective = micro_batch_size * n_microbatches * step_calls * world_size
     if scale_grads and step_calls > 1:
         factor = None
     elif loss_reduction == "sum":
         factor = (n_microbatches if scale_grads else 1) * world_size / global_items
-    elif global_items == effective:
+    elif equal_items:
         factor = (n_microbatches if scale_grads else 1) / (n_microbatches * step_calls)
     else:
         factor = None
@@ -63,7 +73,9 @@ def window_plan(micro_batch_size, n_microbatches, step_calls, world_size, loss_r
 
 
 # %% 11.1 divided by the world size too (DDP already averages the ranks)
-def window_plan(micro_batch_size, n_microbatches, step_calls, world_size, loss_reduction, scale_grads, global_items):
+def window_plan(
+    micro_batch_size, n_microbatches, step_calls, world_size, loss_reduction, scale_grads, global_items, equal_items
+):
     per_sample = 1.0 if loss_reduction == "mean" else 1.0 / micro_batch_size
     if scale_grads:
         factor = per_sample / world_size if step_calls == 1 else None
@@ -73,7 +85,9 @@ def window_plan(micro_batch_size, n_microbatches, step_calls, world_size, loss_r
 
 
 # %% 11.1 a summed loss treated like a mean (the micro-batch's samples not divided out)
-def window_plan(micro_batch_size, n_microbatches, step_calls, world_size, loss_reduction, scale_grads, global_items):
+def window_plan(
+    micro_batch_size, n_microbatches, step_calls, world_size, loss_reduction, scale_grads, global_items, equal_items
+):
     if scale_grads:
         factor = 1.0 if step_calls == 1 else None
     else:
@@ -81,8 +95,10 @@ def window_plan(micro_batch_size, n_microbatches, step_calls, world_size, loss_r
     return {"effective_batch_size": micro_batch_size * n_microbatches * step_calls * world_size, "loss_factor": factor}
 
 
-# %% 11.1 a mean token loss taken as exact (each micro-batch's mean, / M x A, whatever its tokens)
-def window_plan(micro_batch_size, n_microbatches, step_calls, world_size, loss_reduction, scale_grads, global_items):
+# %% 11.1 a mean token loss taken as exact (each micro-batch's mean, / M x A, equal_items ignored)
+def window_plan(
+    micro_batch_size, n_microbatches, step_calls, world_size, loss_reduction, scale_grads, global_items, equal_items
+):
     effective = micro_batch_size * n_microbatches * step_calls * world_size
     if scale_grads and step_calls > 1:
         return {"effective_batch_size": effective, "loss_factor": None}
@@ -91,6 +107,50 @@ def window_plan(micro_batch_size, n_microbatches, step_calls, world_size, loss_r
         factor = divided * world_size / global_items
     else:
         factor = divided / (n_microbatches * step_calls)
+    return {"effective_batch_size": effective, "loss_factor": factor}
+
+
+# %% 11.1 equal items inferred from global_items == samples (packed sequences of one length graded None)
+def window_plan(
+    micro_batch_size, n_microbatches, step_calls, world_size, loss_reduction, scale_grads, global_items, equal_items
+):
+    effective = micro_batch_size * n_microbatches * step_calls * world_size
+    if scale_grads and step_calls > 1:
+        return {"effective_batch_size": effective, "loss_factor": None}
+    divided = n_microbatches if scale_grads else 1
+    if loss_reduction == "sum":
+        factor = divided * world_size / global_items
+    else:
+        factor = divided / (n_microbatches * step_calls) if global_items == effective else None
+    return {"effective_batch_size": effective, "loss_factor": factor}
+
+
+# %% 11.1 a summed loss taken to survive scale_grads=True with A >= 2 (each step() divides ALL of .grad again)
+def window_plan(
+    micro_batch_size, n_microbatches, step_calls, world_size, loss_reduction, scale_grads, global_items, equal_items
+):
+    effective = micro_batch_size * n_microbatches * step_calls * world_size
+    divided = n_microbatches if scale_grads else 1
+    if loss_reduction == "sum":
+        return {"effective_batch_size": effective, "loss_factor": divided * world_size / global_items}
+    if scale_grads and step_calls > 1:
+        return {"effective_batch_size": effective, "loss_factor": None}
+    factor = divided / (n_microbatches * step_calls) if equal_items else None
+    return {"effective_batch_size": effective, "loss_factor": factor}
+
+
+# %% 11.1 the sum divided by one step() call's items, not the optimizer step's (global_items / step_calls)
+def window_plan(
+    micro_batch_size, n_microbatches, step_calls, world_size, loss_reduction, scale_grads, global_items, equal_items
+):
+    effective = micro_batch_size * n_microbatches * step_calls * world_size
+    if scale_grads and step_calls > 1:
+        return {"effective_batch_size": effective, "loss_factor": None}
+    divided = n_microbatches if scale_grads else 1
+    if loss_reduction == "sum":
+        factor = divided * world_size / (global_items / step_calls)
+    else:
+        factor = divided / (n_microbatches * step_calls) if equal_items else None
     return {"effective_batch_size": effective, "loss_factor": factor}
 
 

@@ -16,7 +16,7 @@ the same samples (the mean over every item: a sample, or a token that is not pad
   ``gradacc.parallel_stacks.pipeline_stage_module``) under ``torch.distributed.pipelining``'s schedules, each
   ``step()`` splitting its batch into ``--n-microbatches`` (M) micro-batches, for the settings of
   ``PIPELINE_CASES``. Each: ``"max_abs_diff"`` and ``"norm_ratio"`` against the full-batch gradient of the same
-  ``step()`` batches, ``"ema_diff"``: the difference from ``g_1 / M**(A-1) + ... + g_A`` (each step's mean gradient
+  ``step()`` batches (of the last optimizer step), ``"ema_diff"``: the difference from ``g_1 / M**(A-1) + ... + g_A`` (each step's mean gradient
   divided by M once per later ``step()``), and ``"items_per_microbatch"``.
 * ``"data_parallel"``: 2 data-parallel ranks, each a 1-stage pipeline whose module is wrapped in DDP, for the
   settings of ``DP_CASES``: ``"all_reduces"`` (gradient all-reduces DDP ran in the window, ``AllReduceCounter``;
@@ -27,8 +27,9 @@ the same samples (the mean over every item: a sample, or a token that is not pad
   gradients once per window. For the token counts of ``CP_CASES``: ``"count"`` (the divisor used), ``"norm_ratio"``,
   ``"max_abs_diff"``, ``"all_reduces"`` and ``"tokens_per_rank"``.
 * ``"fsdp"``: ``gradacc.parallel_stacks.fsdp_bf16_window`` on both ranks (each its own 4 micro-batches, the
-  ``extra`` layer used on the last only) for the settings of ``FSDP_CASES``: ``"outcome"``, and for a run that
-  finished, ``"diff_from_sync_each"`` (against the same placement synced on every micro-step) and
+  ``extra`` layer used on the last only, or on those of the case's ``extra_on``) for the settings of ``FSDP_CASES``:
+  ``"outcome"``, and for a run that finished, ``"diff_from_sync_each"`` (against the same placement and use synced on
+  every micro-step) and
   ``"rel_diff_float32"`` (against one process's float32 gradient of both ranks' micro-batches).
 * ``"static_graph"``: DDP without and with ``static_graph=True``, ``no_sync()`` on micro-steps 1..N-1 of each of
   ``--windows`` windows, and with the very first micro-step of training synced: ``"outcome"`` (``"ok"`` or
@@ -68,6 +69,7 @@ from ..parallel_stacks import (
 )
 
 __all__ = [
+    "SHORT_LAST",
     "PIPELINE_CASES",
     "DP_CASES",
     "CP_LENGTHS",
@@ -77,6 +79,9 @@ __all__ = [
     "build_parser",
     "main",
 ]
+
+SHORT_LAST = 30
+"""Digits in the short last window of the pipeline's ``short`` cases (out of ``M x micro_batch_size`` rows)."""
 
 PIPELINE_CASES: dict[str, dict[str, Any]] = {
     "scale_grads=True (the default), mean loss": {"scale_grads": True, "loss": "mean", "steps": 1},
@@ -89,11 +94,19 @@ PIPELINE_CASES: dict[str, dict[str, Any]] = {
     "padded tokens, scale_grads=False, sum / items": {
         "scale_grads": False, "loss": "sum/items", "steps": 1, "tokens": True,
     },
+    "short last window, padded rows, scale_grads=True, mean loss": {
+        "scale_grads": True, "loss": "mean", "steps": 1, "short": SHORT_LAST,
+    },
+    "short last window, padded rows, scale_grads=False, sum / items": {
+        "scale_grads": False, "loss": "sum/items", "steps": 1, "short": SHORT_LAST,
+    },
 }  # fmt: skip
 """Pipeline settings: ``loss`` is what ``loss_fn`` returns for a micro-batch: ``"mean"`` over its items, that mean
 divided by M (``"mean/M"``), or the sum over its items divided by the items of the whole optimizer step
 (``"sum/items"``: the general recipe); ``steps`` is A, ``step()`` calls per optimizer step; ``tokens``: padded
-sequences instead of samples."""
+sequences instead of samples; ``short``: a full optimizer step first (its gradient discarded), then a short last
+window of ``short`` digits padded to the full ``step()`` batch with rows of zeros labelled -100 (the stages keep the
+shapes of their first ``step()``)."""
 
 DP_CASES: dict[str, dict[str, Any]] = {
     "1 step() of M micro-batches": {"steps": 1, "mult": 1},
@@ -134,9 +147,11 @@ FSDP_CASES: dict[str, dict[str, Any]] = {
     "own unit, sync each micro-step (FSDP2's default)": {"extra_unit": True, "sync_each": True},
     "own unit, boundary, 0 x sum(extra's parameters)": {"extra_unit": True, "touch_unused": "parameters"},
     "own unit, boundary, 0 x extra's output": {"extra_unit": True, "touch_unused": "output"},
+    "own unit, boundary, extra used on micro-step 0 only": {"extra_unit": True, "extra_on": [0]},
 }
 """``fsdp_bf16_window`` settings: ``extra`` in the root FSDP unit or in its own (``extra_unit``), synced on every
-micro-step or at the boundary, and the two ways to give it a gradient on the micro-steps that do not use it."""
+micro-step or at the boundary, the two ways to give it a gradient on the micro-steps that do not use it, and the
+micro-steps that use it (``extra_on``, default ``[3]``: the last of 4)."""
 
 
 def sequence_lengths(n: int, offset: int = 0) -> list[int]:
@@ -188,23 +203,33 @@ def _batches(case: dict[str, Any], rows: int, count: int, start: int = 0) -> lis
 def _pipeline(case: dict[str, Any], m: int, micro: int) -> dict[str, Any]:
     """One case on the 2-stage pipeline (every rank calls it); rank 0 returns the comparison."""
     rank, world = dist.get_rank(), dist.get_world_size()
-    batches = _batches(case, m * micro, case["steps"])
-    items = sum(_items(targets) for _, targets in batches)  # the optimizer step's items, known before step()
+    rows = m * micro
+    batches = _batches(case, rows, case["steps"])
+    windows = [batches]  # each a list of step() batches: one optimizer step
+    if case.get("short"):  # a full optimizer step, then the last window: `short` digits padded to `rows` rows
+        (inputs, targets), real = _batches(case, rows, 1, rows)[0], case["short"]
+        padded = F.pad(inputs[:real], (0, 0, 0, rows - real)), F.pad(targets[:real], (0, rows - real), value=-100)
+        batches = [padded]
+        windows.append(batches)
+    items = [0]  # the optimizer step's items, known before its first step(); the loss function reads it
     losses = {
         "mean": lambda out, target: item_cross_entropy(out, target),
         "mean/M": lambda out, target: item_cross_entropy(out, target) / m,
-        "sum/items": lambda out, target: item_cross_entropy(out, target, "sum") / items,
+        "sum/items": lambda out, target: item_cross_entropy(out, target, "sum") / items[0],
     }
     module = pipeline_stage_module(rank, world)
     stage = PipelineStage(module, rank, world, torch.device("cpu"))
     schedule = (Schedule1F1B if case.get("schedule") == "1F1B" else ScheduleGPipe)(
         stage, n_microbatches=m, loss_fn=losses[case["loss"]], scale_grads=case["scale_grads"]
     )
-    for inputs, targets in batches:
-        if rank == 0:  # the first stage takes the inputs, the last the targets
-            schedule.step(inputs)
-        else:
-            schedule.step(target=targets)
+    for window in windows:  # the gradient of the last one is compared
+        module.zero_grad()
+        items[0] = sum(_items(targets) for _, targets in window)
+        for inputs, targets in window:
+            if rank == 0:  # the first stage takes the inputs, the last the targets
+                schedule.step(inputs)
+            else:
+                schedule.step(target=targets)
     grads = [None] * world
     dist.all_gather_object(grads, [p.grad.detach() for p in module.parameters()])
     if rank != 0:
@@ -315,28 +340,39 @@ def _context_parallel(count: str) -> dict[str, Any]:
 
 
 def _fsdp(micro: int) -> dict[str, Any]:
-    """``FSDP_CASES`` on every rank (rank r reads the digits after rank r-1's 4 micro-batches); rank 0 compares."""
+    """``FSDP_CASES`` on every rank (rank r reads the digits after rank r-1's 4 micro-batches); rank 0 compares each
+    run that finished with the same placement and ``extra_on`` synced on every micro-step (run for the comparison
+    where no case is) and with one process's float32 gradient."""
     rank, world = dist.get_rank(), dist.get_world_size()
     windows = [_batches({}, micro, 4, 4 * micro * r) for r in range(world)]
     items = 4 * micro * world
-    runs = {
-        name: fsdp_bf16_window(windows[rank], extra_on=[3], items=items, **case) for name, case in FSDP_CASES.items()
-    }
+    settings = {name: {"extra_on": [3], **case} for name, case in FSDP_CASES.items()}
+    runs = {name: fsdp_bf16_window(windows[rank], items=items, **case) for name, case in settings.items()}
+
+    def placement(case: dict[str, Any]) -> tuple[bool, tuple[int, ...]]:
+        return bool(case.get("extra_unit")), tuple(case["extra_on"])
+
+    synced = {placement(c): runs[n]["grads"] for n, c in settings.items() if c.get("sync_each")}
+    for case in settings.values():  # every rank runs the missing ones: FSDP2's collectives need both
+        unit, extra_on = placement(case)
+        if (unit, extra_on) not in synced:
+            synced[unit, extra_on] = fsdp_bf16_window(
+                windows[rank], items=items, extra_on=extra_on, extra_unit=unit, sync_each=True
+            )["grads"]
     if rank != 0:
         return {}
-    reference = GatedMLP()
-    for window in windows:
-        for k, (inputs, labels) in enumerate(window):
-            (F.cross_entropy(reference(inputs, use_extra=k == 3), labels, reduction="sum") / items).backward()
-    full = _flat(p.grad for p in reference.parameters())
     results = {}
-    for name, case in FSDP_CASES.items():
+    for name, case in settings.items():
         run = runs[name]
         result: dict[str, Any] = {**case, "outcome": run["outcome"]}
         if run["grads"] is not None:
-            same_unit = [n for n, c in FSDP_CASES.items() if c.get("extra_unit") == case.get("extra_unit")]
-            synced = runs[next(n for n in same_unit if FSDP_CASES[n].get("sync_each"))]["grads"]
-            result["diff_from_sync_each"] = float((run["grads"] - synced).abs().max())
+            reference = GatedMLP()
+            for window in windows:
+                for k, (inputs, labels) in enumerate(window):
+                    logits = reference(inputs, use_extra=k in case["extra_on"])
+                    (F.cross_entropy(logits, labels, reduction="sum") / items).backward()
+            full = _flat(p.grad for p in reference.parameters())
+            result["diff_from_sync_each"] = float((run["grads"] - synced[placement(case)]).abs().max())
             result["rel_diff_float32"] = float((run["grads"] - full).norm() / full.norm())
         results[name] = result
     return results
