@@ -23,6 +23,22 @@ def window_plan(
     return {"effective_batch_size": samples, "loss_factor": undo / items_per_rank}
 
 
+# %% 11.1 the same numbers as numpy scalars (an np.int64 effective batch, an np.float64 factor)
+def window_plan(
+    micro_batch_size, n_microbatches, step_calls, world_size, loss_reduction, scale_grads, global_items, equal_items
+):
+    import numpy as np
+
+    effective = np.prod([micro_batch_size, n_microbatches, step_calls, world_size], dtype=np.int64)
+    if scale_grads and step_calls > 1:
+        return {"effective_batch_size": effective, "loss_factor": None}
+    divided = np.float64(n_microbatches if scale_grads else 1)
+    if loss_reduction == "sum":
+        return {"effective_batch_size": effective, "loss_factor": divided * world_size / global_items}
+    factor = divided / (n_microbatches * step_calls) if equal_items else None
+    return {"effective_batch_size": effective, "loss_factor": factor}
+
+
 # %% 11.2 one autocast context for the whole loop, with its weight cache turned off (cache_enabled=False)
 def train_bf16(model, optimizer, windows):
     with torch.autocast("cpu", dtype=torch.bfloat16, cache_enabled=False):

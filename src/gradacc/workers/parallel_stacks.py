@@ -16,8 +16,9 @@ the same samples (the mean over every item: a sample, or a token that is not pad
   ``gradacc.parallel_stacks.pipeline_stage_module``) under ``torch.distributed.pipelining``'s schedules, each
   ``step()`` splitting its batch into ``--n-microbatches`` (M) micro-batches, for the settings of
   ``PIPELINE_CASES``. Each: ``"max_abs_diff"`` and ``"norm_ratio"`` against the full-batch gradient of the same
-  ``step()`` batches (of the last optimizer step), ``"ema_diff"``: the difference from ``g_1 / M**(A-1) + ... + g_A`` (each step's mean gradient
-  divided by M once per later ``step()``), and ``"items_per_microbatch"``.
+  ``step()`` batches (those of the last optimizer step), ``"ema_diff"``: the difference from
+  ``g_1 / M**(A-1) + ... + g_A`` (each step's mean gradient divided by M once per later ``step()``), and
+  ``"items_per_microbatch"``.
 * ``"data_parallel"``: 2 data-parallel ranks, each a 1-stage pipeline whose module is wrapped in DDP, for the
   settings of ``DP_CASES``: ``"all_reduces"`` (gradient all-reduces DDP ran in the window, ``AllReduceCounter``;
   ``null`` with an ``"error"`` if the window raised), ``"max_abs_diff"`` against the full-batch gradient of both
@@ -29,8 +30,7 @@ the same samples (the mean over every item: a sample, or a token that is not pad
 * ``"fsdp"``: ``gradacc.parallel_stacks.fsdp_bf16_window`` on both ranks (each its own 4 micro-batches, the
   ``extra`` layer used on the last only, or on those of the case's ``extra_on``) for the settings of ``FSDP_CASES``:
   ``"outcome"``, and for a run that finished, ``"diff_from_sync_each"`` (against the same placement and use synced on
-  every micro-step) and
-  ``"rel_diff_float32"`` (against one process's float32 gradient of both ranks' micro-batches).
+  every micro-step) and ``"rel_diff_float32"`` (against one process's float32 gradient of both ranks' micro-batches).
 * ``"static_graph"``: DDP without and with ``static_graph=True``, ``no_sync()`` on micro-steps 1..N-1 of each of
   ``--windows`` windows, and with the very first micro-step of training synced: ``"outcome"`` (``"ok"`` or
   ``"error: <first line>"``), ``"all_reduces"`` per window, ``"weight_diff"`` against one process's full-batch SGD.

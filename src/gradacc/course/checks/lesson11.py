@@ -3,8 +3,9 @@ and an accumulation loop under bfloat16 autocast that does not train on stale we
 
 Exercise 11.1 asks for ``window_plan(micro_batch_size, n_microbatches, step_calls, world_size, loss_reduction,
 scale_grads, global_items, equal_items) -> {"effective_batch_size": int, "loss_factor": float | None}``
-(``reference_window_plan`` is the answer). Exercise 11.2 asks for ``train_bf16(model, optimizer, windows)``: the lesson's broken loop (one
-``torch.autocast`` around everything) fixed, so that it trains as ``reference_train_bf16`` does.
+(``reference_window_plan`` is the answer). Exercise 11.2 asks for ``train_bf16(model, optimizer, windows)``: the
+lesson's broken loop (one ``torch.autocast`` around everything) fixed, so that it trains as ``reference_train_bf16``
+does.
 """
 
 from __future__ import annotations
