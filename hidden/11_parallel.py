@@ -13,14 +13,25 @@ from gradacc.models import make_digits_model
 N_DIGITS = 1797  # samples in gradacc.data.load_digits_tensors()
 
 
+def shown_int(value) -> str:
+    """An integer as the visible check compares it: ``64``, ``np.int64(64)`` and ``64.0`` alike print ``64``; a bool
+    or anything else prints its repr."""
+    try:
+        if not isinstance(value, bool) and value == int(value):
+            return str(int(value))
+    except (TypeError, ValueError, OverflowError):
+        pass
+    return repr(value)
+
+
 def plan(*case) -> str:
-    """The student's ``window_plan`` on ``case``: the effective batch, the factor (9 significant digits) or None, the
-    result's repr if it is not such a dict, or the error's type."""
+    """The student's ``window_plan`` on ``case``: the effective batch, the factor (10 significant digits, in
+    scientific notation so that the grader's last-digit tolerance stays relative) or None, or the error's type."""
     try:
         got = quietly(window_plan, *case)
         factor = got["loss_factor"]
-        shown = "None" if factor is None else f"{float(factor):.9g}"
-        return f"effective {got['effective_batch_size']!r}, factor {shown}"
+        shown = "None" if factor is None else f"{float(factor):.9e}"
+        return f"effective {shown_int(got['effective_batch_size'])}, factor {shown}"
     except Exception as exc:
         return type(exc).__name__
 
@@ -56,10 +67,18 @@ EDGE_CASES = {"11.2": (draw_11_2, edges_11_2)}
 # %% hidden 11.1
 for reduction in ("mean", "sum"):  # every seed: both reductions, the library's division on (A = 1, A >= 2) and off
     for scale_grads, step_calls in ((True, 1), (True, rng.randint(2, 4)), (False, rng.randint(2, 4))):
-        case = (rng.randint(2, 32), rng.choice([2, 4, 8, 16]), step_calls, rng.choice([2, 4, 8, 64]), reduction,
-                scale_grads)  # fmt: skip
+        b, m, w = rng.randint(2, 32), rng.choice([2, 4, 8, 16]), rng.choice([2, 4, 8, 64])
+        case = (b, m, step_calls, w, reduction, scale_grads, b * m * step_calls * w, True)  # one item per sample
         print(f"{case} -> {plan(*case)}")
-case = (rng.randint(2, 32), rng.choice([2, 4, 8]), 1, 1, rng.choice(["mean", "sum"]), False)  # one rank, one call
+    # padded tokens (a different count per micro-batch), then packed sequences (2-512 tokens per sample)
+    for scale_grads, step_calls, equal in ((True, 1, False), (False, rng.randint(1, 4), True)):
+        b, m, w = rng.randint(2, 32), rng.choice([2, 4, 8, 16]), rng.choice([2, 4, 8, 64])
+        effective = b * m * step_calls * w
+        items = effective * rng.randint(2, 512) if equal else rng.randint(effective + 1, 512 * effective)
+        case = (b, m, step_calls, w, reduction, scale_grads, items, equal)
+        print(f"{case} -> {plan(*case)}")
+b, m = rng.randint(2, 32), rng.choice([2, 4, 8])
+case = (b, m, 1, 1, rng.choice(["mean", "sum"]), False, b * m, True)  # one rank, one call
 print(f"{case} -> {plan(*case)}")
 
 # %% hidden 11.2

@@ -1,5 +1,6 @@
-"""Lesson 11's helpers (issue 32): reading collectives from compiled HLO, the pipeline stages, citations from the
-installed source, FSDP2's bfloat16 window and the CUDA-graph check's code path, and the launchers' argument errors.
+"""Lesson 11's helpers (issues 32 and 43): reading collectives from compiled HLO, the pipeline stages, the item loss
+and padded sequences of the unequal cases, citations from the installed source, FSDP2's bfloat16 window (the extra
+layer in the root unit and as its own unit) and the CUDA-graph check's code path, and the launchers' argument errors.
 The multi-process runs themselves are asserted by the lesson (tests/test_notebooks.py, pinned and Colab replica)."""
 
 from __future__ import annotations
@@ -8,15 +9,19 @@ from pathlib import Path
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 from gradacc.data import load_digits_tensors
 from gradacc.distributed import run_jax_worker
 from gradacc.hlo import collective_counts, loop_bodies
+from gradacc.jax_sharding import compiled_collectives
 from gradacc.models import make_digits_model
 from gradacc.parallel_stacks import (
     MODEL,
     cudagraph_accumulation_check,
     fsdp_bf16_window,
+    item_cross_entropy,
+    padded_digit_sequences,
     pipeline_stage_module,
     run_parallel_lesson,
     source_line,
@@ -68,12 +73,31 @@ def test_the_two_pipeline_stages_are_the_model():
             pipeline_stage_module(*bad)
 
 
+def test_the_item_loss_counts_tokens_that_are_not_padding():
+    tokens, labels = padded_digit_sequences([3, 0, 2], seq_len=4, start=10)
+    x, y = load_digits_tensors()
+    assert tokens.shape == (3, 4, 64) and torch.equal(tokens[1, 2], x[10 + 4 + 2])
+    assert labels.tolist()[0] == [*y[10:13].tolist(), -100] and labels[1].tolist() == [-100] * 4
+    model = make_digits_model(seed=0, **MODEL)
+    real = labels != -100
+    total = item_cross_entropy(model(tokens), labels, "sum")
+    assert torch.allclose(total, F.cross_entropy(model(tokens[real]), labels[real], reduction="sum"))
+    assert torch.allclose(item_cross_entropy(model(tokens), labels), total / int(real.sum()))
+    assert torch.allclose(item_cross_entropy(model(x[:5]), y[:5]), F.cross_entropy(model(x[:5]), y[:5]))
+    with pytest.raises(ValueError, match="0..seq_len=4"):
+        padded_digit_sequences([5], seq_len=4)
+    with pytest.raises(ValueError, match="1797"):
+        padded_digit_sequences([1] * 2, seq_len=4, start=1795)
+
+
 def test_source_line_cites_the_installed_file_and_line():
     cited = source_line(torch.amp.autocast_mode.autocast.__exit__, "clear_autocast_cache")
     path, line = cited.rsplit(":", 1)
     assert path == "torch/amp/autocast_mode.py"
     source = (Path(torch.__file__).parents[1] / path).read_text(encoding="utf-8").splitlines()
     assert "clear_autocast_cache" in source[int(line) - 1]
+    module_cited = source_line(torch.amp.autocast_mode, "class autocast")  # a module: its lines count from 1
+    assert source[int(module_cited.rsplit(":", 1)[1]) - 1].startswith("class autocast")
     with pytest.raises(ValueError, match="not in the source"):
         source_line(torch.amp.autocast_mode.autocast.__exit__, "no such text")
 
@@ -81,11 +105,25 @@ def test_source_line_cites_the_installed_file_and_line():
 def test_fsdp_bf16_window_reports_the_assertion_and_unused_parameters():
     x, y = load_digits_tensors()
     window = [(x[k * 6 : (k + 1) * 6], y[k * 6 : (k + 1) * 6]) for k in range(3)]
-    assert fsdp_bf16_window(window, extra_on=[2])["outcome"].startswith("error: FSDP reduce-scatter expects uniform")
+    extra = slice(-(64 * 10 + 10), None)  # the extra layer's weight and bias, last in parameters()
+    root = fsdp_bf16_window(window, extra_on=[2])["outcome"]
+    assert root.startswith("error: AssertionError: FSDP reduce-scatter expects uniform")
     never = fsdp_bf16_window(window, extra_on=[])  # the extra layer gets no gradient at all: zeros, not an error
-    assert never["outcome"] == "ok" and not never["grads"][-(64 * 10 + 10) :].any()
+    assert never["outcome"] == "ok" and not never["grads"][extra].any()
     first = fsdp_bf16_window(window, extra_on=[0])  # used before the synchronizing micro-step: no mixture
-    assert first["outcome"] == "ok" and first["grads"][-(64 * 10 + 10) :].any()
+    assert first["outcome"] == "ok" and first["grads"][extra].any()
+    synced = fsdp_bf16_window(window, extra_on=[2], sync_each=True)["grads"]
+    for unit in (False, True):  # the extra layer in the root unit, then as its own FSDP unit
+        fixed = fsdp_bf16_window(window, extra_on=[2], touch_unused="output", extra_unit=unit)
+        assert fixed["outcome"] == "ok" and torch.equal(fixed["grads"], synced), unit
+    gathered = fsdp_bf16_window(window, extra_on=[0], extra_unit=True)  # its own unit, gathered on micro-step 0
+    assert gathered["outcome"] == "ok" and gathered["grads"][extra].any()
+    own = fsdp_bf16_window(window, extra_on=[2], extra_unit=True)["outcome"]  # never gathered before micro-step 0
+    touched = fsdp_bf16_window(window, extra_on=[2], extra_unit=True, touch_unused="parameters")["outcome"]
+    print(f"own unit at the boundary: {own}; with 0 x sum(parameters): {touched}")
+    assert own.startswith("error: ") and "mixed torch.Tensor and DTensor" in touched
+    with pytest.raises(ValueError, match="touch_unused"):
+        fsdp_bf16_window(window, extra_on=[2], touch_unused="weights")
 
 
 def test_the_cuda_graph_check_runs_its_loop_and_refuses_a_missing_gpu():
@@ -98,10 +136,12 @@ def test_the_cuda_graph_check_runs_its_loop_and_refuses_a_missing_gpu():
 
 def test_the_launchers_refuse_bad_sizes_before_starting_anything():
     with pytest.raises(ValueError, match="1797"):
-        run_parallel_lesson(micro_batch_size=64, n_microbatches=8)  # 2,048 digits for the data-parallel cases
+        run_parallel_lesson(micro_batch_size=64, n_microbatches=8)  # 6,144 digits for the padded sequences
     with pytest.raises(ValueError, match="micro_batch_size"):
         run_parallel_lesson(micro_batch_size=0)
     with pytest.raises(ValueError, match="windows"):
         run_parallel_lesson(windows=0)
     with pytest.raises(ValueError, match="devices"):
         run_jax_worker("gradacc.workers.jax_sharding", [], devices=0)
+    with pytest.raises(ValueError, match="devices must be in 1..1"):
+        compiled_collectives(2)  # this process sees one CPU device

@@ -10,23 +10,38 @@
 * ``accumulate_shard_map``: ``jax.shard_map`` gives each device its rows; each accumulates its micro-batches locally
   with the scan and the sums are added across devices by ONE ``jax.lax.psum`` after the loop (lesson 07's worker).
 
-All three return the window's mean ``(loss, grads)``, the full batch's to float rounding. The worker
-``gradacc.workers.jax_sharding`` runs them on CPU devices (``XLA_FLAGS=--xla_force_host_platform_device_count=4``).
-Parameters and batches are lesson 06's (``gradacc.jaxacc.Params``; ``x [B, 64]`` float32, ``y [B]`` int labels).
+All three return the window's mean ``(loss, grads)``, the full batch's to float rounding. ``compile_accumulations``
+compiles the three on the devices of the running process; the worker ``gradacc.workers.jax_sharding`` runs them on CPU
+devices (``XLA_FLAGS=--xla_force_host_platform_device_count=4``), and ``compiled_collectives`` counts their
+collectives on this process's own devices (a learner's GPUs or TPU cores: where XLA puts the all-reduce depends on
+the backend's compiler, and XLA's GPU compiler runs ``WhileLoopAllReduceCodeMotion``, which the CPU counts do not
+show). Parameters and batches are lesson 06's (``gradacc.jaxacc.Params``; ``x [B, 64]`` float32, ``y [B]`` int
+labels).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import partial
+from typing import Any
 
 import jax
 import jax.numpy as jnp
 from jax.sharding import AxisType, Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from .jaxacc import Params, accumulate_grads_scan, count_items, sum_cross_entropy
+from .hlo import collective_counts
+from .jaxacc import Params, accumulate_grads_scan, count_items, digits_arrays, params_from_torch, sum_cross_entropy
 
-__all__ = ["data_mesh", "shard_rows", "accumulate_contiguous", "accumulate_strided", "accumulate_shard_map"]
+__all__ = [
+    "data_mesh",
+    "shard_rows",
+    "accumulate_contiguous",
+    "accumulate_strided",
+    "accumulate_shard_map",
+    "compile_accumulations",
+    "compiled_collectives",
+]
 
 
 def data_mesh(devices: int) -> Mesh:
@@ -81,3 +96,54 @@ def accumulate_shard_map(mesh: Mesh, accum_steps: int):
 
     spec = (P(), P("data"), P("data"))
     return jax.jit(jax.shard_map(per_device, mesh=mesh, in_specs=spec, out_specs=(P(), P()), check_vma=False))
+
+
+def compile_accumulations(
+    params: Params, x: jax.Array, y: jax.Array, devices: int, accum_steps: int
+) -> dict[str, tuple[Any, tuple, Callable]]:
+    """The three accumulations compiled for a batch ``x [B, 64]``, ``y [B]`` sharded by rows over the first
+    ``devices`` devices of this process's default backend, ``accum_steps`` micro-batches each.
+
+    Returns:
+        ``{"contiguous" | "strided" | "shard_map": (compiled, args, function)}``: call ``compiled(*args)`` for
+        ``(loss, grads)``; ``compiled.as_text()`` is the optimized HLO; ``function`` is the Python function whose
+        source the lesson shows.
+
+    Raises:
+        ValueError: ``B`` not divisible by ``devices x accum_steps``, or either < 1.
+    """
+    if devices < 1 or accum_steps < 1 or x.shape[0] % (devices * accum_steps):
+        raise ValueError(
+            f"a batch of {x.shape[0]} rows does not split into {devices} devices x {accum_steps} micro-batches: "
+            "use a multiple of devices x accum_steps"
+        )
+    mesh = data_mesh(devices)
+    args = (params, *shard_rows(mesh, x, y))
+    functions = {
+        "contiguous": (jax.jit(lambda p, a, b: accumulate_contiguous(p, a, b, accum_steps)), accumulate_contiguous),
+        "strided": (jax.jit(lambda p, a, b: accumulate_strided(p, a, b, accum_steps)), accumulate_strided),
+        "shard_map": (accumulate_shard_map(mesh, accum_steps), accumulate_shard_map),
+    }
+    return {name: (fn.lower(*args).compile(), args, source) for name, (fn, source) in functions.items()}
+
+
+def compiled_collectives(
+    devices: int | None = None, *, micro_batch_size: int = 8, accum_steps: int = 4, hidden: int = 32
+) -> dict[str, dict[str, dict]]:
+    """Compile the three accumulations on this process's own devices (default: all of them) and count the
+    collectives of each compiled program (``gradacc.hlo.collective_counts``: ``{"all-reduce": {"instructions",
+    "in_loop", "per_call", "shapes"}, ...}``), on lesson 11's digits MLP and ``micro_batch_size x accum_steps x
+    devices`` digits. Nothing runs: only the compiled text is read.
+
+    Raises:
+        ValueError: ``devices`` < 1 or more than this process sees, or more digits than the 1,797 there are.
+    """
+    from .models import make_digits_model
+
+    devices = len(jax.devices()) if devices is None else devices
+    if not 1 <= devices <= len(jax.devices()):
+        raise ValueError(f"devices must be in 1..{len(jax.devices())} (this process's devices), got {devices}")
+    x, y = digits_arrays(micro_batch_size * accum_steps * devices)
+    params = params_from_torch(make_digits_model(seed=0, hidden=hidden))
+    compiled = compile_accumulations(params, x, y, devices, accum_steps)
+    return {name: collective_counts(program.as_text()) for name, (program, _, _) in compiled.items()}

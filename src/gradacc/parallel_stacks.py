@@ -2,11 +2,15 @@
 and by what, and when it syncs, measured on the installed torch and jax.
 
 * ``pipeline_stage_module``: the digits MLP cut into pipeline stages (``torch.distributed.pipelining``).
+* ``item_cross_entropy`` and ``padded_digit_sequences``: a loss over the items of a micro-batch (samples, or tokens
+  that are not padding) and padded sequences of digit "tokens", for the unequal cases.
 * ``run_parallel_lesson``: 2 gloo ranks of ``gradacc.workers.parallel_stacks`` (pipeline schedules' division, where
-  the data-parallel sync happens, DDP ``static_graph`` with ``no_sync()``).
+  the data-parallel sync happens, token counts across context-parallel ranks, FSDP2's mixed precision with an unused
+  layer, DDP ``static_graph`` with ``no_sync()``).
 * ``run_jax_sharding``: 4 JAX CPU devices of ``gradacc.workers.jax_sharding`` (where XLA puts the all-reduce).
 * ``GatedMLP`` and ``fsdp_bf16_window``: FSDP2 with ``MixedPrecisionPolicy(bfloat16, reduce_dtype=float32)`` and a
-  parameter first used on the synchronizing micro-step, on one gloo rank in this process.
+  layer that some micro-steps do not use, in the root FSDP unit or as its own unit, on the ranks of the process group
+  that exists (one gloo rank in this process if none does).
 * ``source_line``: where a library does something, read from its installed source (file and line).
 * ``cudagraph_accumulation_check``: the check a learner runs on a CUDA GPU for ``torch.compile``'s CUDA graphs and
   accumulated ``.grad`` (nothing to see on a CPU: CUDA graphs are CUDA only).
@@ -25,20 +29,28 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .data import load_digits_tensors
 from .distributed import effective_batch_size, run_jax_worker, single_process_group
 from .launch import run_torchrun_json
 from .models import make_digits_model
 
 __all__ = [
     "MODEL",
+    "SEQ_LEN",
     "pipeline_stage_module",
+    "item_cross_entropy",
+    "padded_digit_sequences",
     "run_parallel_lesson",
     "run_jax_sharding",
     "GatedMLP",
+    "TOUCH_UNUSED",
     "fsdp_bf16_window",
     "source_line",
     "cudagraph_accumulation_check",
 ]
+
+SEQ_LEN = 6
+"""Tokens per padded sequence in the token cases of ``run_parallel_lesson`` (each token one digit image)."""
 
 MODEL: dict[str, int] = {"hidden": 32, "depth": 2}
 """The digits MLP of the lesson's pipeline and DDP runs: ``make_digits_model(seed=0, **MODEL)``, layers
@@ -62,6 +74,37 @@ def pipeline_stage_module(stage: int, num_stages: int, *, seed: int = 0) -> nn.S
     return nn.Sequential(*layers[cut[stage] : cut[stage + 1]])
 
 
+def item_cross_entropy(output: torch.Tensor, target: torch.Tensor, reduction: str = "mean") -> torch.Tensor:
+    """The cross-entropy over the ITEMS of a micro-batch: samples (``output [B, 10]``, ``target [B]`` int64) or tokens
+    (``output [B, T, 10]``, ``target [B, T]``). A target of ``-100`` is padding, not an item
+    (``F.cross_entropy``'s default ``ignore_index``). ``reduction``: ``"mean"`` (over the micro-batch's items: a
+    micro-batch with no item gives NaN) or ``"sum"``. Returns a scalar float tensor."""
+    return F.cross_entropy(output.flatten(0, -2), target.flatten(), reduction=reduction)
+
+
+def padded_digit_sequences(lengths: Sequence[int], seq_len: int, start: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """Sequences of digit "tokens" padded to ``seq_len``: sequence ``i`` holds the digits ``start + i x seq_len`` to
+    ``start + (i + 1) x seq_len - 1`` as its tokens (a model that treats each token on its own, such as the digits MLP,
+    reads ``[S, T, 64]`` as it reads ``[B, 64]``), and the labels after its first ``lengths[i]`` tokens are ``-100``
+    (padding: not loss items).
+
+    Returns:
+        ``(tokens [S, T, 64] float32, labels [S, T] int64)`` with ``S = len(lengths)``, ``T = seq_len``.
+
+    Raises:
+        ValueError: a length outside ``0..seq_len``, or more digits than the 1,797 there are.
+    """
+    if seq_len < 1 or any(not 0 <= n <= seq_len for n in lengths):
+        raise ValueError(f"every length must be in 0..seq_len={seq_len}, got {list(lengths)}")
+    stop = start + len(lengths) * seq_len
+    x, y = load_digits_tensors()
+    if start < 0 or stop > len(y):
+        raise ValueError(f"these sequences read digits {start}..{stop - 1} but there are {len(y)}: lower start")
+    tokens = x[start:stop].reshape(len(lengths), seq_len, -1)
+    padding = torch.arange(seq_len) >= torch.tensor(list(lengths)).reshape(-1, 1)
+    return tokens, y[start:stop].reshape(len(lengths), seq_len).masked_fill(padding, -100)
+
+
 def run_parallel_lesson(
     *,
     micro_batch_size: int = 8,
@@ -75,7 +118,7 @@ def run_parallel_lesson(
     for the cases and the keys of the result).
 
     Args:
-        micro_batch_size: samples per micro-batch (all cases).
+        micro_batch_size: samples (or padded sequences of ``SEQ_LEN`` tokens) per micro-batch (all cases).
         n_microbatches: micro-batches per pipeline ``step()`` (M).
         accum_steps: micro-steps per window of the DDP ``static_graph`` cases (N).
         windows: optimizer steps of the ``static_graph`` cases.
@@ -91,9 +134,11 @@ def run_parallel_lesson(
     """
     if isinstance(windows, bool) or not isinstance(windows, int) or windows < 1:
         raise ValueError(f"windows must be an int >= 1, got {windows!r}")
-    need = max(  # digits read: the data-parallel cases' 2 x 2M micro-batches, the static_graph cases' windows
-        effective_batch_size(micro_batch_size, 2 * n_microbatches, 2),
-        effective_batch_size(micro_batch_size, accum_steps, 2) * windows,
+    need = max(  # digits read by
+        effective_batch_size(micro_batch_size, 2 * n_microbatches, 2),  # the data-parallel cases' 2 x 2M micro-batches
+        effective_batch_size(micro_batch_size, n_microbatches, 2) * SEQ_LEN,  # their 2 x M padded sequences
+        effective_batch_size(micro_batch_size, accum_steps, 2) * windows,  # the static_graph cases' windows
+        effective_batch_size(micro_batch_size, 4, 2),  # FSDP2's 4 micro-batches per rank
     )
     if need > 1797:
         raise ValueError(f"these sizes read {need} digits but there are 1797: lower micro_batch_size or the counts")
@@ -130,8 +175,9 @@ def run_jax_sharding(
 
 class GatedMLP(nn.Module):
     """``[B, 64] -> [B, 10]`` logits: a digits MLP (``Linear(64, 32), ReLU, Linear(32, 10)``) plus an ``extra``
-    ``Linear(64, 10)`` added only when ``forward(x, use_extra=True)``: a parameter that some micro-batches do not use
-    (an auxiliary head, an adapter or expert that only some batches reach)."""
+    ``Linear(64, 10)`` added only when ``forward(x, use_extra=True)``: a layer that some micro-batches do not use (an
+    auxiliary head, an adapter or expert that only some batches reach). ``forward(x, zero_extra=True)`` runs
+    ``extra`` but adds its output times 0: the same logits, and a zero gradient for ``extra``."""
 
     def __init__(self, seed: int = 0) -> None:
         super().__init__()
@@ -140,9 +186,16 @@ class GatedMLP(nn.Module):
             self.body = nn.Sequential(nn.Linear(64, 32), nn.ReLU(), nn.Linear(32, 10))
             self.extra = nn.Linear(64, 10)
 
-    def forward(self, x: torch.Tensor, use_extra: bool = False) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, use_extra: bool = False, zero_extra: bool = False) -> torch.Tensor:
         out = self.body(x)
-        return out + self.extra(x) if use_extra else out
+        if use_extra:
+            return out + self.extra(x)
+        return out + 0 * self.extra(x) if zero_extra else out
+
+
+TOUCH_UNUSED = (None, "parameters", "output")
+"""``fsdp_bf16_window``'s ways to give ``extra`` a gradient on the micro-steps that do not use it: none, ``0 x
+sum(extra's parameters)`` added to the loss, or ``extra``'s forward run with its output weighted by 0."""
 
 
 def fsdp_bf16_window(
@@ -150,40 +203,55 @@ def fsdp_bf16_window(
     *,
     extra_on: Sequence[int],
     sync_each: bool = False,
-    touch_unused: bool = False,
+    touch_unused: str | None = None,
+    extra_unit: bool = False,
+    items: int | None = None,
     seed: int = 0,
 ) -> dict[str, Any]:
     """One accumulation window of ``GatedMLP`` under FSDP2 with ``MixedPrecisionPolicy(param_dtype=bfloat16,
-    reduce_dtype=float32)``, on a world of one gloo process (``single_process_group``), in this process.
+    reduce_dtype=float32)``, on every rank of the process group that exists (a world of one gloo process in this
+    process, ``single_process_group``, if none does); each rank passes its own ``micro_batches``.
 
-    Micro-step ``k`` uses the ``extra`` layer when ``k in extra_on``; each micro-batch's summed cross-entropy is
-    divided by the window's samples. With ``sync_each=False`` the gradient sync is off
-    (``set_requires_gradient_sync(False)``) on every micro-step but the last. ``touch_unused=True`` adds
-    ``0 x sum(extra's parameters)`` to the loss of micro-steps that do not use it, so every parameter has a
-    gradient on every micro-step. FSDP2's own printout of a failed assertion is swallowed.
+    Micro-step ``k`` uses the ``extra`` layer when ``k in extra_on``. Each micro-batch's summed cross-entropy is
+    divided by ``items`` (default: this rank's samples in the window) and multiplied by the world size, because
+    FSDP2 averages the ranks' gradients. With ``sync_each=False`` the gradient sync is off
+    (``set_requires_gradient_sync(False)``) on every micro-step but the last. ``extra_unit=True`` wraps ``extra`` in
+    its own ``fully_shard`` before the root (the usual per-layer wrapping of an adapter or expert); otherwise it sits
+    in the root unit. ``touch_unused`` (``TOUCH_UNUSED``) gives ``extra`` a gradient on the micro-steps that do not use
+    it. FSDP2's own printout of a failed assertion is swallowed.
 
     Returns:
-        ``{"outcome": "ok" | "error: <first line>", "grads": float32 [P] tensor (every parameter's gradient, in
-        ``parameters()`` order; zeros for a parameter no micro-step used) or None}``.
+        ``{"outcome": "ok" | "error: <type>: <first line>", "grads": float32 [P] tensor (every parameter's full
+        gradient, in ``parameters()`` order; zeros for a parameter no micro-step used) or None}``.
+
+    Raises:
+        ValueError: ``touch_unused`` not in ``TOUCH_UNUSED``.
     """
     from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
-    items = sum(len(labels) for _, labels in micro_batches)
+    if touch_unused not in TOUCH_UNUSED:
+        raise ValueError(f"touch_unused must be one of {TOUCH_UNUSED}, got {touch_unused!r}")
+    items = items or sum(len(labels) for _, labels in micro_batches)
     policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
     with single_process_group():
+        world = torch.distributed.get_world_size()
         model = GatedMLP(seed)
+        if extra_unit:
+            fully_shard(model.extra, mp_policy=policy)
         fully_shard(model, mp_policy=policy)
         last = len(micro_batches) - 1
         try:
             with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
                 for k, (x, y) in enumerate(micro_batches):
                     model.set_requires_gradient_sync(sync_each or k == last)
-                    loss = F.cross_entropy(model(x, use_extra=k in extra_on).float(), y, reduction="sum") / items
-                    if touch_unused and k not in extra_on:
+                    used = k in extra_on
+                    logits = model(x, use_extra=used, zero_extra=not used and touch_unused == "output")
+                    loss = F.cross_entropy(logits.float(), y, reduction="sum") * world / items
+                    if not used and touch_unused == "parameters":
                         loss = loss + 0 * sum(p.sum() for p in model.extra.parameters())
                     loss.backward()
-        except (AssertionError, RuntimeError) as exc:
-            return {"outcome": "error: " + str(exc).strip().splitlines()[0], "grads": None}
+        except (AssertionError, AttributeError, RuntimeError) as exc:
+            return {"outcome": f"error: {type(exc).__name__}: " + str(exc).strip().splitlines()[0], "grads": None}
         grads = torch.cat(
             [torch.zeros(p.numel()) if p.grad is None else p.grad.full_tensor().flatten() for p in model.parameters()]
         )
@@ -191,14 +259,15 @@ def fsdp_bf16_window(
 
 
 def source_line(obj: Any, needle: str) -> str:
-    """``"<path under site-packages>:<line>"`` of the first line of ``obj``'s installed source that contains
-    ``needle``: a citation that stays right on every installed version.
+    """``"<path under site-packages>:<line>"`` of the first line of ``obj``'s installed source (a function, class or
+    module) that contains ``needle``: a citation that stays right on every installed version.
 
     Raises:
         ValueError: no line of ``obj``'s source contains ``needle``.
     """
     obj = inspect.unwrap(obj)  # through decorators such as torch.no_grad
     lines, first = inspect.getsourcelines(obj)
+    first = first or 1  # a module's source starts at line 1 (inspect gives 0)
     for offset, line in enumerate(lines):
         if needle in line:
             path = Path(inspect.getsourcefile(obj) or "?")

@@ -4,6 +4,41 @@ and in the hidden check on every seed (tests/test_wrong_answers.py). Same format
 # ruff: noqa: F811, F821 - each cell redefines the answer; torch and F come from the import cell
 
 
+# %% 11.1 exact fractions, counted per rank: each rank's share of the items, then the rank's own micro-batches
+def window_plan(
+    micro_batch_size, n_microbatches, step_calls, world_size, loss_reduction, scale_grads, global_items, equal_items
+):
+    from fractions import Fraction
+
+    samples = micro_batch_size * n_microbatches * step_calls * world_size
+    if scale_grads and step_calls != 1:
+        return {"effective_batch_size": samples, "loss_factor": None}
+    items_per_rank = Fraction(global_items, world_size)  # DDP averages: each rank stands for 1 / W of the mean
+    undo = n_microbatches if scale_grads else 1
+    if loss_reduction == "mean":
+        if not equal_items:
+            return {"effective_batch_size": samples, "loss_factor": None}
+        per_micro_batch = items_per_rank / (n_microbatches * step_calls)
+        return {"effective_batch_size": samples, "loss_factor": undo * per_micro_batch / items_per_rank}
+    return {"effective_batch_size": samples, "loss_factor": undo / items_per_rank}
+
+
+# %% 11.1 the same numbers as numpy scalars (an np.int64 effective batch, an np.float64 factor)
+def window_plan(
+    micro_batch_size, n_microbatches, step_calls, world_size, loss_reduction, scale_grads, global_items, equal_items
+):
+    import numpy as np
+
+    effective = np.prod([micro_batch_size, n_microbatches, step_calls, world_size], dtype=np.int64)
+    if scale_grads and step_calls > 1:
+        return {"effective_batch_size": effective, "loss_factor": None}
+    divided = np.float64(n_microbatches if scale_grads else 1)
+    if loss_reduction == "sum":
+        return {"effective_batch_size": effective, "loss_factor": divided * world_size / global_items}
+    factor = divided / (n_microbatches * step_calls) if equal_items else None
+    return {"effective_batch_size": effective, "loss_factor": factor}
+
+
 # %% 11.2 one autocast context for the whole loop, with its weight cache turned off (cache_enabled=False)
 def train_bf16(model, optimizer, windows):
     with torch.autocast("cpu", dtype=torch.bfloat16, cache_enabled=False):

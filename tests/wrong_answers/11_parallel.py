@@ -6,8 +6,37 @@ exercise's own import cell. Every one must lose check X.Y in the visible check a
 # ruff: noqa: F811, F821 - each cell redefines the answer; torch and F come from the import cell
 
 
+# %% 11.1 the equal-micro-batch recipe (the old reference answer): global_items ignored, every item a sample
+def window_plan(
+    micro_batch_size, n_microbatches, step_calls, world_size, loss_reduction, scale_grads, global_items, equal_items
+):
+    per_sample = 1.0 if loss_reduction == "mean" else 1.0 / micro_batch_size
+    if scale_grads:
+        factor = per_sample if step_calls == 1 else None
+    else:
+        factor = per_sample / (n_microbatches * step_calls)
+    return {"effective_batch_size": micro_batch_size * n_microbatches * step_calls * world_size, "loss_factor": factor}
+
+
+# %% 11.1 the global item count, but DDP's average over the ranks forgotten (no x W)
+def window_plan(
+    micro_batch_size, n_microbatches, step_calls, world_size, loss_reduction, scale_grads, global_items, equal_items
+):
+    effective = micro_batch_size * n_microbatches * step_calls * world_size
+    if scale_grads and step_calls > 1:
+        return {"effective_batch_size": effective, "loss_factor": None}
+    divided = n_microbatches if scale_grads else 1
+    if loss_reduction == "sum":
+        factor = divided / global_items
+    else:
+        factor = divided / (n_microbatches * step_calls) if equal_items else None
+    return {"effective_batch_size": effective, "loss_factor": factor}
+
+
 # %% 11.1 the hand-written loop's habit: loss / (M x A) whatever scale_grads does (divided twice by default)
-def window_plan(micro_batch_size, n_microbatches, step_calls, world_size, loss_reduction, scale_grads):
+def window_plan(
+    micro_batch_size, n_microbatches, step_calls, world_size, loss_reduction, scale_grads, global_items, equal_items
+):
     per_sample = 1.0 if loss_reduction == "mean" else 1.0 / micro_batch_size
     return {
         "effective_batch_size": micro_batch_size * n_microbatches * step_calls * world_size,
@@ -16,7 +45,9 @@ def window_plan(micro_batch_size, n_microbatches, step_calls, world_size, loss_r
 
 
 # %% 11.1 the schedule divides by M, so the loss only by the step() calls (torchtitan's bug: a moving average)
-def window_plan(micro_batch_size, n_microbatches, step_calls, world_size, loss_reduction, scale_grads):
+def window_plan(
+    micro_batch_size, n_microbatches, step_calls, world_size, loss_reduction, scale_grads, global_items, equal_items
+):
     per_sample = 1.0 if loss_reduction == "mean" else 1.0 / micro_batch_size
     divisor = step_calls if scale_grads else n_microbatches * step_calls
     return {
@@ -26,17 +57,25 @@ def window_plan(micro_batch_size, n_microbatches, step_calls, world_size, loss_r
 
 
 # %% 11.1 the effective batch of one rank (the data-parallel ranks forgotten)
-def window_plan(micro_batch_size, n_microbatches, step_calls, world_size, loss_reduction, scale_grads):
-    per_sample = 1.0 if loss_reduction == "mean" else 1.0 / micro_batch_size
-    if scale_grads:
-        factor = per_sample if step_calls == 1 else None
+def window_plan(
+    micro_batch_size, n_microbatches, step_calls, world_size, loss_reduction, scale_grads, global_items, equal_items
+):
+    effective = micro_batch_size * n_microbatches * step_calls * world_size
+    if scale_grads and step_calls > 1:
+        factor = None
+    elif loss_reduction == "sum":
+        factor = (n_microbatches if scale_grads else 1) * world_size / global_items
+    elif equal_items:
+        factor = (n_microbatches if scale_grads else 1) / (n_microbatches * step_calls)
     else:
-        factor = per_sample / (n_microbatches * step_calls)
-    return {"effective_batch_size": micro_batch_size * n_microbatches * step_calls, "loss_factor": factor}
+        factor = None
+    return {"effective_batch_size": effective // world_size, "loss_factor": factor}
 
 
 # %% 11.1 divided by the world size too (DDP already averages the ranks)
-def window_plan(micro_batch_size, n_microbatches, step_calls, world_size, loss_reduction, scale_grads):
+def window_plan(
+    micro_batch_size, n_microbatches, step_calls, world_size, loss_reduction, scale_grads, global_items, equal_items
+):
     per_sample = 1.0 if loss_reduction == "mean" else 1.0 / micro_batch_size
     if scale_grads:
         factor = per_sample / world_size if step_calls == 1 else None
@@ -46,12 +85,73 @@ def window_plan(micro_batch_size, n_microbatches, step_calls, world_size, loss_r
 
 
 # %% 11.1 a summed loss treated like a mean (the micro-batch's samples not divided out)
-def window_plan(micro_batch_size, n_microbatches, step_calls, world_size, loss_reduction, scale_grads):
+def window_plan(
+    micro_batch_size, n_microbatches, step_calls, world_size, loss_reduction, scale_grads, global_items, equal_items
+):
     if scale_grads:
         factor = 1.0 if step_calls == 1 else None
     else:
         factor = 1.0 / (n_microbatches * step_calls)
     return {"effective_batch_size": micro_batch_size * n_microbatches * step_calls * world_size, "loss_factor": factor}
+
+
+# %% 11.1 a mean token loss taken as exact (each micro-batch's mean, / M x A, equal_items ignored)
+def window_plan(
+    micro_batch_size, n_microbatches, step_calls, world_size, loss_reduction, scale_grads, global_items, equal_items
+):
+    effective = micro_batch_size * n_microbatches * step_calls * world_size
+    if scale_grads and step_calls > 1:
+        return {"effective_batch_size": effective, "loss_factor": None}
+    divided = n_microbatches if scale_grads else 1
+    if loss_reduction == "sum":
+        factor = divided * world_size / global_items
+    else:
+        factor = divided / (n_microbatches * step_calls)
+    return {"effective_batch_size": effective, "loss_factor": factor}
+
+
+# %% 11.1 equal items inferred from global_items == samples (packed sequences of one length graded None)
+def window_plan(
+    micro_batch_size, n_microbatches, step_calls, world_size, loss_reduction, scale_grads, global_items, equal_items
+):
+    effective = micro_batch_size * n_microbatches * step_calls * world_size
+    if scale_grads and step_calls > 1:
+        return {"effective_batch_size": effective, "loss_factor": None}
+    divided = n_microbatches if scale_grads else 1
+    if loss_reduction == "sum":
+        factor = divided * world_size / global_items
+    else:
+        factor = divided / (n_microbatches * step_calls) if global_items == effective else None
+    return {"effective_batch_size": effective, "loss_factor": factor}
+
+
+# %% 11.1 a summed loss taken to survive scale_grads=True with A >= 2 (each step() divides ALL of .grad again)
+def window_plan(
+    micro_batch_size, n_microbatches, step_calls, world_size, loss_reduction, scale_grads, global_items, equal_items
+):
+    effective = micro_batch_size * n_microbatches * step_calls * world_size
+    divided = n_microbatches if scale_grads else 1
+    if loss_reduction == "sum":
+        return {"effective_batch_size": effective, "loss_factor": divided * world_size / global_items}
+    if scale_grads and step_calls > 1:
+        return {"effective_batch_size": effective, "loss_factor": None}
+    factor = divided / (n_microbatches * step_calls) if equal_items else None
+    return {"effective_batch_size": effective, "loss_factor": factor}
+
+
+# %% 11.1 the sum divided by one step() call's items, not the optimizer step's (global_items / step_calls)
+def window_plan(
+    micro_batch_size, n_microbatches, step_calls, world_size, loss_reduction, scale_grads, global_items, equal_items
+):
+    effective = micro_batch_size * n_microbatches * step_calls * world_size
+    if scale_grads and step_calls > 1:
+        return {"effective_batch_size": effective, "loss_factor": None}
+    divided = n_microbatches if scale_grads else 1
+    if loss_reduction == "sum":
+        factor = divided * world_size / (global_items / step_calls)
+    else:
+        factor = divided / (n_microbatches * step_calls) if equal_items else None
+    return {"effective_batch_size": effective, "loss_factor": factor}
 
 
 # %% 11.2 the lesson's loop unchanged: one autocast context around every window (stale bfloat16 weights)

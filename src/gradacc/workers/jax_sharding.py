@@ -44,13 +44,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from ..distributed import effective_batch_size
     from ..hlo import collective_counts
-    from ..jax_sharding import (
-        accumulate_contiguous,
-        accumulate_shard_map,
-        accumulate_strided,
-        data_mesh,
-        shard_rows,
-    )
+    from ..jax_sharding import compile_accumulations
     from ..jaxacc import digits_arrays, full_batch_grads, max_abs_diff, params_from_torch
     from ..models import make_digits_model
 
@@ -64,24 +58,14 @@ def main(argv: list[str] | None = None) -> int:
     params = params_from_torch(make_digits_model(seed=0, hidden=args.hidden))
     x, y = digits_arrays(total)
     _, grads_full = full_batch_grads(params, x, y)
-
-    mesh = data_mesh(args.devices)
-    x_sharded, y_sharded = shard_rows(mesh, x, y)
-    shard_map_fn = accumulate_shard_map(mesh, n)
-    runs = {
-        "contiguous": (partial_static(accumulate_contiguous, n), accumulate_contiguous),
-        "strided": (partial_static(accumulate_strided, n), accumulate_strided),
-        "shard_map": (shard_map_fn, accumulate_shard_map),
-    }
     variants = {}
-    for name, (fn, source_of) in runs.items():
-        compiled = fn.lower(params, x_sharded, y_sharded).compile()
-        loss, grads = compiled(params, x_sharded, y_sharded)
+    for name, (compiled, call_args, function) in compile_accumulations(params, x, y, args.devices, n).items():
+        loss, grads = compiled(*call_args)
         variants[name] = {
             "max_abs_diff": max_abs_diff(grads_full, grads),
             "loss": float(loss),
             "collectives": collective_counts(compiled.as_text()),
-            "source": inspect.getsource(getattr(source_of, "__wrapped__", source_of)),
+            "source": inspect.getsource(getattr(function, "__wrapped__", function)),
         }
     result = {
         "jax_version": jax.__version__,
@@ -94,13 +78,6 @@ def main(argv: list[str] | None = None) -> int:
     }
     args.out.write_text(json.dumps(result, indent=1), encoding="utf-8")
     return 0
-
-
-def partial_static(fn, accum_steps: int):
-    """``fn`` with its static ``accum_steps`` bound, still lowerable: ``jax.jit`` of a lambda over the jitted ``fn``."""
-    import jax
-
-    return jax.jit(lambda params, x, y: fn(params, x, y, accum_steps))
 
 
 if __name__ == "__main__":

@@ -2,9 +2,10 @@
 and an accumulation loop under bfloat16 autocast that does not train on stale weight casts.
 
 Exercise 11.1 asks for ``window_plan(micro_batch_size, n_microbatches, step_calls, world_size, loss_reduction,
-scale_grads) -> {"effective_batch_size": int, "loss_factor": float | None}`` (``reference_window_plan`` is the
-answer). Exercise 11.2 asks for ``train_bf16(model, optimizer, windows)``: the lesson's broken loop (one
-``torch.autocast`` around everything) fixed, so that it trains as ``reference_train_bf16`` does.
+scale_grads, global_items, equal_items) -> {"effective_batch_size": int, "loss_factor": float | None}``
+(``reference_window_plan`` is the answer). Exercise 11.2 asks for ``train_bf16(model, optimizer, windows)``: the
+lesson's broken loop (one ``torch.autocast`` around everything) fixed, so that it trains as ``reference_train_bf16``
+does.
 """
 
 from __future__ import annotations
@@ -30,44 +31,70 @@ __all__ = [
 ]
 
 LOSS_REDUCTIONS = ("mean", "sum")
-"""What exercise 11.1's ``loss_fn`` returns per micro-batch: the mean or the sum of its samples' losses."""
+"""What exercise 11.1's ``loss_fn`` returns per micro-batch: the mean or the sum of its items' losses."""
 
 
 def reference_window_plan(
-    micro_batch_size: int, n_microbatches: int, step_calls: int, world_size: int, loss_reduction: str, scale_grads: bool
+    micro_batch_size: int,
+    n_microbatches: int,
+    step_calls: int,
+    world_size: int,
+    loss_reduction: str,
+    scale_grads: bool,
+    global_items: int,
+    equal_items: bool,
 ) -> dict[str, int | float | None]:
     """Exercise 11.1's answer, for a ``torch.distributed.pipelining`` schedule whose every ``step()`` splits its batch
     into ``n_microbatches`` (M) micro-batches of ``micro_batch_size`` samples, called ``step_calls`` (A) times before
-    each ``optimizer.step()``, on ``world_size`` (W) data-parallel ranks that DDP averages:
+    each ``optimizer.step()``, on ``world_size`` (W) data-parallel ranks that DDP averages. ``global_items``: the loss
+    items of the optimizer step on all ranks (samples, or tokens that are not padding). ``equal_items``: whether every
+    micro-batch (of every ``step()`` call, on every rank) holds the same number of items: one item per sample, or
+    packed sequences of one length; ``False`` for padded sequences of different lengths.
 
     * ``"effective_batch_size"``: ``micro_batch_size x M x A x W`` samples per optimizer step;
     * ``"loss_factor"``: the constant ``c`` to multiply ``loss_fn``'s value by so that ``.grad`` holds the mean
-      gradient over those samples. ``.grad`` sums ``c x`` every micro-batch's loss gradient; with
-      ``scale_grads=True`` each ``step()`` then divides ALL of ``.grad`` by M (``stage.scale_grads``, a ``div_`` in
-      place), so for A = 1: ``c = 1`` (mean) or ``1 / micro_batch_size`` (sum), and for A >= 2 no constant works (the
-      earlier calls' gradients are divided again by every later call: ``None``, turn ``scale_grads`` off). With
-      ``scale_grads=False``: ``c = 1 / (M x A)`` (mean) or ``1 / (micro_batch_size x M x A)`` (sum). W never enters
-      ``c``: DDP divides the sum over the ranks by W itself.
+      gradient over the ``global_items`` items (the full-batch gradient). ``.grad`` sums ``c x`` every micro-batch's
+      loss gradient; with ``scale_grads=True`` each ``step()`` then divides ALL of ``.grad`` by M
+      (``stage.scale_grads``, a ``div_`` in place), so for A >= 2 no constant works, whatever the loss (the earlier
+      calls' gradients are divided again by every later call: ``None``, turn ``scale_grads`` off). Otherwise, with
+      ``s`` = M if the schedule divides (A = 1) and 1 if not: a summed loss needs ``c = s x W / global_items`` (DDP
+      divides the sum over the ranks by W); a mean loss needs ``c = s / (M x A)`` when every micro-batch holds the same
+      number of items, and no constant works when they differ (``None``: the mean of unequal micro-batch means,
+      lesson 01).
     """
     effective = micro_batch_size * n_microbatches * step_calls * world_size
-    per_sample = 1.0 if loss_reduction == "mean" else 1.0 / micro_batch_size
-    if scale_grads:
-        factor = per_sample if step_calls == 1 else None
+    if scale_grads and step_calls > 1:
+        return {"effective_batch_size": effective, "loss_factor": None}
+    divided = n_microbatches if scale_grads else 1  # what the schedule divides .grad by after step()
+    if loss_reduction == "sum":
+        factor = divided * world_size / global_items
     else:
-        factor = per_sample / (n_microbatches * step_calls)
+        factor = divided / (n_microbatches * step_calls) if equal_items else None
     return {"effective_batch_size": effective, "loss_factor": factor}
 
 
-# (micro_batch_size, n_microbatches, step_calls, world_size, loss_reduction, scale_grads): the library's default,
-# sums, a single micro-batch per sample (mean = sum), no library division, accumulation outside with and without it
+# (micro_batch_size, n_microbatches, step_calls, world_size, loss_reduction, scale_grads, global_items, equal_items):
+# one item per sample (the library's default, sums, a single sample per micro-batch, no library division, accumulation
+# outside with and without it, a summed loss with the division on and A >= 2), padded tokens (micro-batches with
+# different numbers of tokens: summed and mean losses, with and without division), and packed sequences (the same
+# number of tokens in every micro-batch, more than one per sample)
 _PLAN_CASES = (
-    (8, 4, 1, 2, "mean", True),
-    (8, 4, 1, 2, "sum", True),
-    (1, 2, 1, 1, "sum", True),
-    (16, 8, 1, 4, "mean", False),
-    (4, 4, 2, 2, "mean", True),
-    (4, 4, 3, 2, "sum", False),
-    (2, 8, 4, 8, "mean", False),
+    (8, 4, 1, 2, "mean", True, 64, True),
+    (8, 4, 1, 2, "sum", True, 64, True),
+    (1, 2, 1, 1, "sum", True, 2, True),
+    (16, 8, 1, 4, "mean", False, 512, True),
+    (4, 4, 2, 2, "mean", True, 64, True),
+    (4, 4, 2, 2, "sum", True, 64, True),
+    (4, 4, 3, 2, "sum", False, 96, True),
+    (2, 8, 4, 8, "mean", False, 512, True),
+    (4, 4, 2, 2, "sum", False, 3001, False),
+    (8, 2, 1, 4, "sum", True, 1500, False),
+    (4, 4, 2, 2, "sum", True, 1000, False),
+    (4, 4, 1, 2, "mean", True, 777, False),
+    (2, 8, 2, 1, "mean", False, 250, False),
+    (4, 4, 1, 2, "mean", True, 1024, True),
+    (2, 8, 2, 1, "mean", False, 256, True),
+    (4, 4, 2, 2, "sum", False, 768, True),
 )
 
 
@@ -82,7 +109,7 @@ def _plan_error(got: object, want: dict, where: str) -> str | None:
         if factor is not expected:
             return (
                 f"{where}: loss_factor = {factor!r}, expected {expected!r} (does one constant give the window's "
-                "mean when every step() divides all of .grad?)"
+                "mean when every step() divides all of .grad, or when micro-batches hold different numbers of items?)"
             )
         return None
     try:
@@ -90,22 +117,28 @@ def _plan_error(got: object, want: dict, where: str) -> str | None:
     except (TypeError, ValueError):
         return f"{where}: loss_factor should be a number or None, got {factor!r}"
     if not math.isclose(value, expected, rel_tol=1e-9):
-        return f"{where}: loss_factor = {value:.6g}, expected {expected:.6g} (who divides already, and by what?)"
+        return (
+            f"{where}: loss_factor = {value:.6g}, expected {expected:.6g} (how many items does the optimizer step "
+            "hold, who divides already, and by what?)"
+        )
     return None
 
 
 def check_window_plan(window_plan: Callable) -> None:
     """Exercise 11.1: ``window_plan(micro_batch_size, n_microbatches, step_calls, world_size, loss_reduction,
-    scale_grads) -> {"effective_batch_size", "loss_factor"}`` on cases of its own (``reference_window_plan``): the
-    effective batch exactly, the factor to a relative 1e-9, ``None`` exactly where no constant works. Prints
+    scale_grads, global_items, equal_items) -> {"effective_batch_size", "loss_factor"}`` on cases of its own
+    (``reference_window_plan``): one item per sample, padded tokens (different numbers per micro-batch) and packed
+    sequences (the same number per micro-batch), each with a given global count. The effective
+    batch exactly, the factor to a relative 1e-9, ``None`` exactly where no constant works. Prints
     ``Exercise 11.1: correct`` or what went wrong; returns ``None``.
     """
 
     def body() -> str | None:
         for case in _PLAN_CASES:
-            b, m, a, w, reduction, scale = case
+            b, m, a, w, reduction, scale, items, equal = case
             where = (
-                f"micro-batches of {b}, M = {m}, {a} step() call(s), {w} rank(s), {reduction} loss, scale_grads={scale}"
+                f"micro-batches of {b}, M = {m}, {a} step() call(s), {w} rank(s), {reduction} loss, "
+                f"scale_grads={scale}, {items} items, {'equal' if equal else 'different'} items per micro-batch"
             )
             error = _plan_error(window_plan(*case), reference_window_plan(*case), where)
             if error:
