@@ -41,7 +41,14 @@ endif
 
 .PHONY: install lab test test-load exercises badges bench lint site clean replica-early
 
-install: $(STAMP)
+# The course's JupyterLab settings (no news popup, no update check: binder/overrides.json, which Binder installs the
+# same way) in the venv's JupyterLab, whose app settings folder holds the overrides it serves.
+LAB_SETTINGS := $(VENV)/share/jupyter/lab/settings/overrides.json
+$(LAB_SETTINGS): binder/overrides.json | $(STAMP)
+	@mkdir -p $(@D)
+	cp binder/overrides.json $@
+
+install: $(STAMP) $(LAB_SETTINGS)
 
 $(STAMP):
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -53,7 +60,7 @@ $(STAMP):
 	@touch $@
 	@echo "installed the pinned requirements into $(VENV)"
 
-lab: $(STAMP)
+lab: $(STAMP) $(LAB_SETTINGS)
 	$(BIN)/jupyter lab --ip=$(HOST) --port=$(PORT) --no-browser $(ALLOW_ROOT) \
 		--ServerApp.root_dir="$(CURDIR)" lessons/00_setup.ipynb
 
@@ -67,11 +74,11 @@ replica-early:
 	@mkdir -p build/test-cache
 	@(nohup $(PYTHON) tests/colab_replica.py > build/test-cache/replica-early.log 2>&1 &)
 
-test: $(STAMP)
+test: $(STAMP) $(LAB_SETTINGS)
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 # the notebooks and the multi-process tests while two busy processes keep both cores loaded (issue 11)
-test-load: $(STAMP)
+test-load: $(STAMP) $(LAB_SETTINGS)
 	$(BIN)/python -m pytest $(PYTEST_ARGS) --busy-cores 2 -m "notebook or slow"
 
 exercises: $(STAMP)
