@@ -160,6 +160,11 @@ def jupyterlab(root: Path, tmp: Path):
                 pytest.fail(f"JupyterLab did not answer within 60 s:\n{(tmp / 'jupyterlab.log').read_text()[-3000:]}")
             time.sleep(0.25)
         yield base, token
+        import psutil  # the server's own memory, with the test's notebooks open (tests/test_notebooks.SERVER_PSS_MIB)
+
+        pss = psutil.Process(server.pid).memory_full_info().pss / 2**20
+        served = ", ".join(p.name for p in root.rglob("*.ipynb"))
+        record_measurement(f"browser: the JupyterLab server's own PSS {pss:.0f} MiB after serving {served}")
     finally:
         os.killpg(server.pid, signal.SIGTERM)  # the server shuts its kernels down on SIGTERM
         try:

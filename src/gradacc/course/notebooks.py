@@ -237,6 +237,11 @@ class NbvalRun:
     """code-cell index -> ``{"outcome": "passed" | "failed" | "skipped", "message": str}``"""
     output_bytes: int = 0
     """bytes the run wrote to its stdout in all; ``output`` keeps at most ``max_output_bytes`` of them"""
+    tree_pss_mib: float | None = None
+    """with ``tree_memory``: the largest PSS (MiB) of the kernel and every process it started, summed, sampled every
+    ``TREE_SAMPLE_S`` seconds (what a container's memory limit counts, shared pages split fairly)"""
+    cpu_s: float | None = None
+    """CPU seconds (user + system) of the kernel and every process it started and waited for"""
 
     @property
     def failed_cells(self) -> list[int]:
@@ -259,9 +264,9 @@ _RUNNER = (
 import pytest
 rc = pytest.main(sys.argv[2:])
 # Children only (the kernel): this runner's own maxrss still counts the parent it was forked from before exec.
-peak_kib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+usage = resource.getrusage(resource.RUSAGE_CHILDREN)
 with open(sys.argv[1], "w") as f:
-    json.dump({"rc": int(rc), "peak_kib": peak_kib}, f)
+    json.dump({"rc": int(rc), "peak_kib": usage.ru_maxrss, "cpu_s": usage.ru_utime + usage.ru_stime}, f)
 sys.exit(int(rc))
 """
 )
@@ -303,6 +308,7 @@ def run_nbval(
     python: str | None = None,
     workdir: Path | None = None,
     wrap=None,
+    tree_memory: bool = False,
 ) -> NbvalRun:
     """Run ``pytest --nbval`` (or ``--nbval-lax``) on one notebook in a separate process.
 
@@ -323,6 +329,8 @@ def run_nbval(
         wrap: ``wrap(argv, env, writable) -> (argv, env)``, the command that runs the runner instead (a sandbox,
             ``gradacc.grading.sandbox.Sandbox.wrap`` with its working folder bound): ``env`` holds only the variables
             given here, ``writable`` the two files the runner writes (created empty in ``workdir`` first).
+        tree_memory: sample the PSS of the runner's descendants (the kernel and the processes it starts: ranks,
+            compiler workers) while it runs: ``tree_pss_mib``. The kernel's ``peak_mib`` alone misses the ranks.
     """
     notebook = Path(notebook).resolve()
     with tempfile.TemporaryDirectory(prefix="gradacc-nbval-") as tmp:
@@ -364,6 +372,7 @@ def run_nbval(
             start_new_session=True,
             preexec_fn=preexec_fn,
         )
+        sampler = _TreeSampler(proc.pid) if tree_memory else None
         output, output_bytes, timed_out = _read_output(proc, timeout, max_output_bytes)
         if timed_out:
             _kill_tree(proc.pid)
@@ -375,9 +384,10 @@ def run_nbval(
         proc.stdout.close()
         returncode = -9 if timed_out else proc.returncode
         wall = time.perf_counter() - start
-        peak_kib = 0
+        peak_kib, cpu_s = 0.0, None
         try:  # the runner's last words; empty when it was killed (and, in a sandbox, writable by the kernel)
-            peak_kib = float(json.loads(result_file.read_text())["peak_kib"])
+            result = json.loads(result_file.read_text())
+            peak_kib, cpu_s = float(result["peak_kib"]), result.get("cpu_s")
         except (OSError, ValueError, KeyError, TypeError):
             pass
         return NbvalRun(
@@ -387,7 +397,52 @@ def run_nbval(
             output.decode("utf-8", "replace"),
             _cell_outcomes(junit),
             output_bytes,
+            sampler.stop() if sampler else None,
+            cpu_s,
         )
+
+
+TREE_SAMPLE_S = 0.25
+"""Seconds between two samples of ``_TreeSampler`` (a rank of lesson 05 or 09 lives for several seconds)."""
+
+
+class _TreeSampler:
+    """A thread that sums the PSS (``psutil``'s ``memory_full_info().pss``: /proc/PID/smaps_rollup) of every
+    descendant of ``pid`` every ``TREE_SAMPLE_S`` seconds and keeps the largest sum (MiB). Processes that end between
+    two samples are missed; a sample costs about a millisecond per process."""
+
+    def __init__(self, pid: int) -> None:
+        import threading
+
+        import psutil
+
+        self._root, self._psutil = psutil.Process(pid), psutil
+        self.peak_mib = 0.0
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _sample(self) -> float:
+        total = 0
+        try:
+            processes = self._root.children(recursive=True)
+        except self._psutil.Error:
+            return 0.0
+        for process in processes:
+            try:
+                total += process.memory_full_info().pss
+            except self._psutil.Error:  # ended meanwhile, or not ours to read
+                pass
+        return total / 2**20
+
+    def _run(self) -> None:
+        while not self._done.wait(TREE_SAMPLE_S):
+            self.peak_mib = max(self.peak_mib, self._sample())
+
+    def stop(self) -> float:
+        self._done.set()
+        self._thread.join()
+        return self.peak_mib
 
 
 def _read_output(proc: subprocess.Popen, timeout: float, limit: int | None) -> tuple[bytes, int, bool]:
