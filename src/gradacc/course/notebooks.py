@@ -8,6 +8,7 @@ Conventions (COURSE.md):
   finished exercise passes and on an unfinished one fails exactly at the unanswered checks. Every other code cell is
   tagged ``nbval-ignore-output`` in the exercise (learners' runs may differ in timing lines and the like).
 * Only check cells may use what a solution cell defines.
+* Every exercise says how to check it: a markdown cell (id ``HOW_TO_CHECK_ID``) under the badges, made here.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import re
 import subprocess
 import sys
 import tempfile
+import textwrap
 import time
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
@@ -29,6 +31,8 @@ import nbformat
 __all__ = [
     "BEGIN",
     "END",
+    "HOW_TO_CHECK_ID",
+    "how_to_check",
     "generate_exercise",
     "write_exercises",
     "stale_exercises",
@@ -104,14 +108,34 @@ def check_cells(nb) -> list[dict]:
     return found
 
 
-def generate_exercise(solution) -> nbformat.NotebookNode:
-    """Return the exercise notebook generated from a solution notebook (the input is not modified).
+HOW_TO_CHECK_ID = "gradacc-how-to-check"
+
+
+def how_to_check(name: str | None = None, example: str = "Cell 3 (check 2.1, cell 7/11 in JupyterLab)") -> str:
+    """The markdown every exercise carries under its badges: how to answer, what a check cell prints, what *Run All*
+    does, and the terminal command for the whole notebook (``exercises/<name>``), with how pytest names a check
+    (``example``: ``gradacc.course.pytest_plugin``'s name of the notebook's first check)."""
+    path = f"exercises/{name}" if name else "exercises/NN_topic.ipynb"
+    return (
+        "**How to check your answers.** Write your code in place of `raise NotImplementedError()`, under "
+        "`# YOUR CODE HERE`, and run the cell. Then run the **check cell** under it. It prints one line: "
+        "`Exercise X.Y: correct`, or `Exercise X.Y: incorrect -` and what is wrong, with a red `CheckFailed` line. "
+        "Fix your answer and run both cells again. *Run All* stops at the first check that is not correct yet.\n\n"
+        f"To check the whole notebook from a terminal, run `pytest --nbval {path}` in the course's folder. It runs "
+        "the notebook on a fresh kernel and fails exactly at the checks that are not correct yet. It names each one "
+        f"with its exercise and its cell as JupyterLab's status bar counts cells, for example `{example}`."
+    )
+
+
+def generate_exercise(solution, name: str | None = None) -> nbformat.NotebookNode:
+    """Return the exercise notebook generated from a solution notebook (the input is not modified), with the
+    ``how_to_check`` cell (for ``exercises/<name>``) after the badges cell, or after the title without one.
 
     Raises:
         ValueError: a ``solution`` cell without a complete ``### BEGIN/END SOLUTION`` block, or markers outside
             ``solution`` cells (answers would leak into the exercise).
     """
-    from .badges import retarget_badges
+    from .badges import BADGES_ID, retarget_badges
 
     nb = retarget_badges(copy.deepcopy(solution), "exercises")  # the solution's Colab/Binder badges open the exercise
     for index, cell in enumerate(nb.cells):
@@ -135,6 +159,15 @@ def generate_exercise(solution) -> nbformat.NotebookNode:
             raise ValueError(f"cell {index} (id {cell.get('id')!r}) has solution markers but no 'solution' tag")
         elif "check" not in tags:
             _add_tag(cell, "nbval-ignore-output")
+    if not any(c.get("id") == HOW_TO_CHECK_ID for c in nb.cells):
+        after = next((i for i, c in enumerate(nb.cells) if c.get("id") == BADGES_ID), 0) + 1
+        cell = nbformat.v4.new_markdown_cell("", id=HOW_TO_CHECK_ID)
+        nb.cells.insert(after, cell)
+        first = check_cells(nb)[:1]
+        example = [f"Cell {c['code_index']} (check {c['check']}, cell {c['index'] + 1}/{len(nb.cells)} in JupyterLab)"
+                   for c in first]  # fmt: skip
+        cell.source = how_to_check(name, *example)
+        cell.source = "\n\n".join("\n".join(textwrap.wrap(part, 116)) for part in cell.source.split("\n\n"))
     return clean_notebook(nb)
 
 
@@ -186,7 +219,7 @@ def write_exercises(solutions_dir: Path, exercises_dir: Path) -> list[Path]:
     written = []
     for source in sorted(solutions_dir.glob("*.ipynb")):
         target = exercises_dir / source.name
-        target.write_text(_dump(generate_exercise(_read(source))), encoding="utf-8")
+        target.write_text(_dump(generate_exercise(_read(source), source.name)), encoding="utf-8")
         written.append(target)
     return written
 
@@ -196,7 +229,8 @@ def stale_exercises(solutions_dir: Path, exercises_dir: Path) -> list[str]:
     stale = []
     for source in sorted(solutions_dir.glob("*.ipynb")):
         target = exercises_dir / source.name
-        if not target.exists() or target.read_text(encoding="utf-8") != _dump(generate_exercise(_read(source))):
+        generated = _dump(generate_exercise(_read(source), source.name))
+        if not target.exists() or target.read_text(encoding="utf-8") != generated:
             stale.append(source.name)
     # hidden files (the `.filled-*` notebooks tests/test_notebooks.py writes while it runs) are not exercises
     stale += sorted(

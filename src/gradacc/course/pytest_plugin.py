@@ -16,6 +16,11 @@ compared (its errors still fail it): the grader judges a submission the same way
 saved, then fixed the code without re-running the check cell passes; a wrong answer fails at its check, whose report
 starts with the exercise's number and the check's reason (``CheckFailed``'s message), without colour codes when the
 output is not a terminal.
+
+**Names a learner can find.** nbval names a cell by its index among the CODE cells (``Cell 3``); JupyterLab's status
+bar counts ALL cells (``Cell 7/11``). A check cell's test is named with both and its exercise:
+``exercises/10_stacks.ipynb::Cell 3 (check 10.1, cell 7/11 in JupyterLab)``, in the summary line and the failure's
+header alike.
 """
 
 from __future__ import annotations
@@ -36,12 +41,25 @@ def check_of(cell) -> str | None:
     return str(meta["check"]) if isinstance(meta, dict) and "check" in meta else None
 
 
+def _name_for_the_learner(item, check: str) -> str:
+    """Rename a check cell's nbval item to ``Cell N (check X.Y, cell K/T in JupyterLab)``; returns the suffix."""
+    cells = item.parent.nb.cells
+    position = next(i for i, cell in enumerate(cells) if cell is item.cell) + 1
+    where = f"check {check}, cell {position}/{len(cells)} in JupyterLab"
+    item.name = f"Cell {item.cell_num} ({where})"
+    item._nodeid = f"{item.nodeid.rsplit('::', 1)[0]}::{item.name}"  # pytest has no public way to rename an item
+    path, line, description = item.reportinfo()
+    item.reportinfo = lambda: (path, line, f"{description} ({where})")
+    return where
+
+
 def _judge_code_only(item, check: str | None, markup: bool) -> None:
     if check is None:
         item.options["check"] = False  # a learner's saved output is no evidence; an error still fails the cell
         item.cell.outputs = []
         return
     item.options["check"] = True
+    where = _name_for_the_learner(item, check)
     item.cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text=f"Exercise {check}: correct\n")]
     item.cell.execution_count = item.cell.execution_count or 1
     plain = item.repr_failure
@@ -50,7 +68,7 @@ def _judge_code_only(item, check: str | None, markup: bool) -> None:
         report = str(plain(excinfo, **kwargs))
         first = next((m.group(1) for m in re.finditer(r"CheckFailed: (.+)", _ANSI.sub("", report))), None)
         head = first or f"Exercise {check}: its check cell failed (nbval's report below says how)"
-        report = f"{head}\n(the check cell `{item.cell.source.strip()}`)\n\n{report}"
+        report = f"{head}\n(the check cell `{item.cell.source.strip()}`: {where})\n\n{report}"
         return report if markup else _ANSI.sub("", report)
 
     item.repr_failure = repr_failure
