@@ -63,8 +63,8 @@ def test_every_exercise_says_how_to_check_it_and_pytest_names_its_checks(tmp_pat
     assert "raises-exception" in tags["ex-1-1-answer"] and "raises-exception" not in tags["ex-1-1-check"]
     (tmp_path / "exercises").mkdir()
     nbformat.write(exercise, tmp_path / "exercises" / "01_test.ipynb")
-    collected = subprocess.run([sys.executable, "-m", "pytest", "--nbval", "--collect-only", "-q", "-p", "no:cacheprovider",
-                                "exercises/01_test.ipynb"], cwd=tmp_path, capture_output=True, text=True)  # fmt: skip
+    command = [sys.executable, "-m", "pytest", "--nbval", "--collect-only", "-q", "-p", "no:cacheprovider"]
+    collected = subprocess.run([*command, "exercises/01_test.ipynb"], cwd=tmp_path, capture_output=True, text=True)
     assert "exercises/01_test.ipynb::Cell 2 (check 1.1, cell 5/5 in JupyterLab)" in collected.stdout, collected.stdout
 
 

@@ -196,7 +196,8 @@ def plot_breakdown(
             ax.text(
                 0.99,
                 0.97,
-                f"capacity {capacity_label or format_mib(capacity_mib, unit)}: {capacity_mib / top:,.0f}x the tallest bar",
+                f"capacity {capacity_label or format_mib(capacity_mib, unit)}: "
+                f"{capacity_mib / top:,.0f}x the tallest bar",
                 transform=ax.transAxes,
                 ha="right",
                 va="top",

@@ -180,8 +180,8 @@ class MemoryExplorer:
         wide = {"description_width": "initial"}
 
         def slider(options: Sequence[int], value: int, description: str, px: int, **kw: Any) -> Any:
-            return w.SelectionSlider(options=list(options), value=value, description=description,
-                                     continuous_update=False, style=wide, layout={"width": f"{px}px", "flex": "0 0 auto"},
+            return w.SelectionSlider(options=list(options), value=value, description=description, style=wide,
+                                     continuous_update=False, layout={"width": f"{px}px", "flex": "0 0 auto"},
                                      **kw)  # fmt: skip
 
         self.accum_slider = slider(ACCUM_OPTIONS, accum_steps, "accumulation steps", 560)
@@ -418,7 +418,7 @@ class MemoryExplorer:
         self._state = state
 
     def _summary(self, config: StepConfig, n: int, rows: list[StepMemory]) -> dict[str, Any]:
-        """``{"sentence", "fits", "smallest_accum_steps"}`` at N = ``n`` (``plots.fits_summary``, in the view's unit)."""
+        """``{"sentence", "fits", "smallest_accum_steps"}`` at N = ``n`` (``plots.fits_summary``, the view's unit)."""
         label, capacity = self.capacity
         current = next((r for r in rows if r.accum_steps == n), None)
         if current is None and rows:  # data parallel: N x ranks does not divide the effective batch
@@ -440,7 +440,7 @@ class MemoryExplorer:
             source=current.source,
             unit=view_unit(rows),
         )
-        return {"sentence": summary["text"], "fits": summary["fits"], "smallest_accum_steps": summary["smallest_accum_steps"]}
+        return {"sentence": summary.pop("text"), **summary}
 
     def static_view(self) -> Any:
         """The explorer as one picture (``explorer_draw.static_view_figure``), what a page without a kernel shows: the

@@ -79,7 +79,10 @@ LIBRARIES: tuple[str, ...] = (
 """The distributions lesson 00 reports: the core, then the ``libs`` and the ``stacks`` extras (``EXTRAS``)."""
 
 EXTRAS: dict[str, tuple[str, tuple[str, ...]]] = {
-    "libs": ("JAX, optax, Transformers, Accelerate, datasets, tokenizers", ("03", "04", "05", "06", "07", "09", "10", "11")),
+    "libs": (
+        "JAX, optax, Transformers, Accelerate, datasets, tokenizers",
+        ("03", "04", "05", "06", "07", "09", "10", "11"),
+    ),
     "stacks": ("TRL, PEFT, Lightning, Keras 3", ("10",)),
 }
 """The package's optional extras (``pyproject.toml``): extra -> (what it installs, the lessons that need it: their code,
