@@ -111,10 +111,10 @@ def check_cells(nb) -> list[dict]:
 HOW_TO_CHECK_ID = "gradacc-how-to-check"
 
 
-def how_to_check(name: str | None = None, example: str = "Cell 3 (check 2.1, cell 7/11 in JupyterLab)") -> str:
+def how_to_check(name: str | None = None) -> str:
     """The markdown every exercise carries under its badges: how to answer, what a check cell prints, what *Run All*
-    does, and the terminal command for the whole notebook (``exercises/<name>``), with how pytest names a check
-    (``example``: ``gradacc.course.pytest_plugin``'s name of the notebook's first check)."""
+    does, the terminal command for the whole notebook (``exercises/<name>``) and how it names a check
+    (``gradacc.course.pytest_plugin``)."""
     path = f"exercises/{name}" if name else "exercises/NN_topic.ipynb"
     return (
         "**How to check your answers.** Write your code in place of `raise NotImplementedError()`, under "
@@ -123,7 +123,8 @@ def how_to_check(name: str | None = None, example: str = "Cell 3 (check 2.1, cel
         "Fix your answer and run both cells again. *Run All* stops at the first check that is not correct yet.\n\n"
         f"To check the whole notebook from a terminal, run `pytest --nbval {path}` in the course's folder. It runs "
         "the notebook on a fresh kernel and fails exactly at the checks that are not correct yet. It names each one "
-        f"with its exercise and its cell as JupyterLab's status bar counts cells, for example `{example}`."
+        "with its exercise and with its cell's number as JupyterLab's status bar shows it: `cell 7/11` is cell 7 "
+        "of 11."
     )
 
 
@@ -161,13 +162,8 @@ def generate_exercise(solution, name: str | None = None) -> nbformat.NotebookNod
             _add_tag(cell, "nbval-ignore-output")
     if not any(c.get("id") == HOW_TO_CHECK_ID for c in nb.cells):
         after = next((i for i, c in enumerate(nb.cells) if c.get("id") == BADGES_ID), 0) + 1
-        cell = nbformat.v4.new_markdown_cell("", id=HOW_TO_CHECK_ID)
-        nb.cells.insert(after, cell)
-        first = check_cells(nb)[:1]
-        example = [f"Cell {c['code_index']} (check {c['check']}, cell {c['index'] + 1}/{len(nb.cells)} in JupyterLab)"
-                   for c in first]  # fmt: skip
-        cell.source = how_to_check(name, *example)
-        cell.source = "\n\n".join("\n".join(textwrap.wrap(part, 116)) for part in cell.source.split("\n\n"))
+        text = "\n\n".join("\n".join(textwrap.wrap(part, 116)) for part in how_to_check(name).split("\n\n"))
+        nb.cells.insert(after, nbformat.v4.new_markdown_cell(text, id=HOW_TO_CHECK_ID))
     return clean_notebook(nb)
 
 
