@@ -31,7 +31,9 @@ PYTEST_ARGS ?= -n 2 --dist loadgroup --max-worker-restart=0  # both cores (pytes
 # (naming its test) instead of leaving loadgroup waiting for the lost tests; `make test PYTEST_ARGS=` runs serially
 ALLOW_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root,)
 # TORCH=cpu: take torch from PyTorch's CPU wheel index (a 192 MB wheel, 2.5 GB .venv in all) instead of PyPI, whose
-# Linux torch is the CUDA build (several GB of NVIDIA libraries). The course machines need neither: pip finds the CPU
+# Linux torch is the CUDA build (several GB of NVIDIA libraries). Only torch comes from that index (--no-deps): its
+# dependencies come from PyPI with the other pins. pip tries the index once (--retries 0) and the make stops with one
+# line when torch cannot be installed (an unreachable index: pip's log says why). The course machines find the CPU
 # wheel on their disk.
 TORCH ?=
 TORCH_CPU_INDEX := https://download.pytorch.org/whl/cpu
@@ -52,8 +54,10 @@ install: $(STAMP) $(LAB_SETTINGS)
 
 $(STAMP):
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(if $(TORCH),$(BIN)/python -m pip install --disable-pip-version-check -q --index-url $(TORCH_CPU_INDEX) \
-		"$$(grep '^torch==' requirements.txt)")
+	$(if $(TORCH),@$(BIN)/python -m pip install --disable-pip-version-check -q --no-deps --retries 0 --timeout 30 \
+		--index-url $(TORCH_CPU_INDEX) "$$(grep '^torch==' requirements.txt)" > $(VENV)/torch-install.log 2>&1 \
+		|| { echo "error: torch could not be installed from PyTorch's CPU index $(TORCH_CPU_INDEX) (is it reachable \
+		from here? pip's log: $(VENV)/torch-install.log); without TORCH=cpu pip takes PyPI's CUDA build instead" >&2; exit 1; })
 	$(BIN)/python -m pip install --disable-pip-version-check -q -r requirements.txt
 	$(BIN)/python -m pip install --disable-pip-version-check -q -e .
 	@rm -f $(VENV)/.installed-*

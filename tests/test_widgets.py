@@ -60,9 +60,9 @@ def test_the_display_carries_the_widget_and_its_picture(explorer, monkeypatch):
 
     from gradacc.explorer_draw import texts_outside
 
+    explorer.accum_slider.value = 1  # does not fit in 30 MiB; N = 4 does
     shown = []
     monkeypatch.setattr(IPython.display, "display", lambda obj, **kw: shown.append((obj, kw)))
-    explorer.accum_slider.value = 1  # does not fit in 30 MiB; N = 4 does
     explorer._ipython_display_()
     ((bundle, options),) = shown
     picture = explorer.static_view()
@@ -74,8 +74,9 @@ def test_the_display_carries_the_widget_and_its_picture(explorer, monkeypatch):
     assert "run live in JupyterLab, Colab or Binder" in texts and "capacity" in texts and texts_outside(picture) == []
     assert bundle["application/vnd.jupyter.widget-view+json"]["model_id"] == explorer.widget.model_id
     monkeypatch.setattr(type(explorer.widget), "_repr_mimebundle_", None)
+    shown.clear()
     explorer._ipython_display_()
-    assert shown[1] == (explorer.widget, {"raw": False})
+    assert shown == [(explorer.widget, {"raw": False})]
 
 
 def test_slider_move_redraws_from_the_cache_and_changes_sentence_and_figure(explorer):
