@@ -23,7 +23,7 @@ given when using Binder?": above it the kernel is restarted), for everything in 
 the kernel and the processes the kernel starts (lessons 05, 07, 09 and 11 start 2 ranks)."""
 SERVER_PSS_MIB = 160
 """The JupyterLab server's own PSS with a lesson open, rounded up: tests/test_browser.py measures it every run (its
-"measurements" line); 2026-12-03: 104-118 MiB."""
+"measurements" line); 2026-12-03: 105 and 107 MiB."""
 PEAK_LIMIT_MIB = BINDER_LIMIT_MIB - SERVER_PSS_MIB
 """What a notebook's kernel and the processes it starts may hold together (PSS, ``NbvalRun.tree_pss_mib``)."""
 LESSONS = sorted((ROOT / "lessons").glob("*.ipynb"))
