@@ -164,8 +164,8 @@ def glossary_page(root: Path) -> str:
 def _mathjax(root: Path, folder: Path) -> None:
     """MathJax 3 from npm (``docs/package.json``; ``npm ci`` in ``build/site-npm``, once per lock file) into
     ``folder/mathjax``: the combined TeX component, the extensions it loads on demand, the CHTML fonts, the menu and
-    accessibility components. Not into ``_static``: Jupyter Book would put every one of its scripts on every page,
-    where MathJax loads each of them once, when needed (53 script tags loaded twice: 6 errors per page)."""
+    accessibility components. Not into ``_static``: Jupyter Book puts a script tag for every ``.js`` file there on
+    every page, and MathJax's components, loaded that way as well as by MathJax itself, raised 6 errors per page."""
     npm = shutil.which("npm")
     if npm is None:
         raise RuntimeError(
