@@ -110,7 +110,7 @@ def _lab_settings(settings_dir: Path) -> None:
     """User settings for the test's JupyterLab: no autosave, no windowing, and the preferred kernel started without
     asking. The news setting is NOT set here: the venv's own overrides.json (what `make lab` serves) must switch it
     off, and the explorer's test reads it back from the server."""
-    assert LAB_OVERRIDES.is_file(), f"{LAB_OVERRIDES} is missing: run `make install` (it installs the course's settings)"
+    assert LAB_OVERRIDES.is_file(), f"{LAB_OVERRIDES} is missing: run `make install` (it installs the course settings)"
     settings = {"@jupyterlab/docmanager-extension:plugin": {"autosave": False}}
     # every cell in the page, and the notebook's kernel started without the "Select Kernel" dialog
     settings["@jupyterlab/notebook-extension:tracker"] = {"windowingMode": "none", "autoStartDefaultKernel": True}

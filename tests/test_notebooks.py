@@ -15,7 +15,8 @@ import nbformat
 import pytest
 from conftest import ROOT, record_notebook_run
 
-from gradacc.course.notebooks import _RUNNER_PRELUDE, check_cells, run_nbval, stale_exercises
+from gradacc.course.nbval_run import _RUNNER_PRELUDE
+from gradacc.course.notebooks import check_cells, run_nbval, stale_exercises
 
 BINDER_LIMIT_MIB = 2048
 """A mybinder.org session has at most 2 GB (https://mybinder.readthedocs.io/en/latest/faq.html, "How much memory am I
