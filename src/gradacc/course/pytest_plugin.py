@@ -19,7 +19,7 @@ output is not a terminal.
 
 **Names a learner can find.** nbval names a cell by its index among the CODE cells (``Cell 3``); JupyterLab's status
 bar counts ALL cells (``Cell 7/11``). A check cell's test is named with both and its exercise:
-``exercises/10_stacks.ipynb::Cell 3 (check 10.1, cell 7/11 in JupyterLab)``, in the summary line and the failure's
+``exercises/10_stacks.ipynb::Cell 3 (check 10.1, cell 8/12 in JupyterLab)``, in the summary line and the failure's
 header alike.
 """
 
