@@ -31,7 +31,9 @@ PYTEST_ARGS ?= -n 2 --dist loadgroup --max-worker-restart=0  # both cores (pytes
 # (naming its test) instead of leaving loadgroup waiting for the lost tests; `make test PYTEST_ARGS=` runs serially
 ALLOW_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root,)
 # TORCH=cpu: take torch from PyTorch's CPU wheel index (a 192 MB wheel, 2.5 GB .venv in all) instead of PyPI, whose
-# Linux torch is the CUDA build (several GB of NVIDIA libraries). The course machines need neither: pip finds the CPU
+# Linux torch is the CUDA build (several GB of NVIDIA libraries). Only torch comes from that index (--no-deps): its
+# dependencies come from PyPI with the other pins. pip tries the index once (--retries 0) and the make stops with one
+# line when torch cannot be installed (an unreachable index: pip's log says why). The course machines find the CPU
 # wheel on their disk.
 TORCH ?=
 TORCH_CPU_INDEX := https://download.pytorch.org/whl/cpu
@@ -41,19 +43,28 @@ endif
 
 .PHONY: install lab lab-pt test test-load exercises badges bench lint site translations clean replica-early
 
-install: $(STAMP)
+# The course's JupyterLab settings (no news popup, no update check: binder/overrides.json, which Binder installs the
+# same way) in the venv's JupyterLab, whose app settings folder holds the overrides it serves.
+LAB_SETTINGS := $(VENV)/share/jupyter/lab/settings/overrides.json
+$(LAB_SETTINGS): binder/overrides.json | $(STAMP)
+	@mkdir -p $(@D)
+	cp binder/overrides.json $@
+
+install: $(STAMP) $(LAB_SETTINGS)
 
 $(STAMP):
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(if $(TORCH),$(BIN)/python -m pip install --disable-pip-version-check -q --index-url $(TORCH_CPU_INDEX) \
-		"$$(grep '^torch==' requirements.txt)")
+	$(if $(TORCH),@$(BIN)/python -m pip install --disable-pip-version-check -q --no-deps --retries 0 --timeout 30 \
+		--index-url $(TORCH_CPU_INDEX) "$$(grep '^torch==' requirements.txt)" > $(VENV)/torch-install.log 2>&1 \
+		|| { echo "error: torch could not be installed from PyTorch's CPU index $(TORCH_CPU_INDEX) (is it reachable \
+		from here? pip's log: $(VENV)/torch-install.log); without TORCH=cpu pip takes PyPI's CUDA build instead" >&2; exit 1; })
 	$(BIN)/python -m pip install --disable-pip-version-check -q -r requirements.txt
 	$(BIN)/python -m pip install --disable-pip-version-check -q -e .
 	@rm -f $(VENV)/.installed-*
 	@touch $@
 	@echo "installed the pinned requirements into $(VENV)"
 
-lab: $(STAMP)
+lab: $(STAMP) $(LAB_SETTINGS)
 	$(BIN)/jupyter lab --ip=$(HOST) --port=$(PORT) --no-browser $(ALLOW_ROOT) \
 		--ServerApp.root_dir="$(CURDIR)" lessons/00_setup.ipynb
 
@@ -85,11 +96,11 @@ replica-early:
 	@mkdir -p build/test-cache
 	@(nohup $(PYTHON) tests/colab_replica.py > build/test-cache/replica-early.log 2>&1 &)
 
-test: $(STAMP)
+test: $(STAMP) $(LAB_SETTINGS)
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 # the notebooks and the multi-process tests while two busy processes keep both cores loaded (issue 11)
-test-load: $(STAMP)
+test-load: $(STAMP) $(LAB_SETTINGS)
 	$(BIN)/python -m pytest $(PYTEST_ARGS) --busy-cores 2 -m "notebook or slow"
 
 exercises: $(STAMP)

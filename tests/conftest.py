@@ -75,7 +75,8 @@ def _append(record: dict) -> None:
 
 def record_notebook_run(name: str, run) -> None:
     """Remember one ``gradacc.course.notebooks.NbvalRun`` for the end-of-session report."""
-    _append({"notebook": name, "wall_s": run.wall_s, "peak_mib": run.peak_mib, "rc": run.returncode})
+    _append({"notebook": name, "wall_s": run.wall_s, "peak_mib": run.peak_mib, "rc": run.returncode,
+             "cpu_s": run.cpu_s, "tree_pss_mib": run.tree_pss_mib, "load": os.getloadavg()[0]})  # fmt: skip
 
 
 def record_measurement(line: str) -> None:
@@ -245,7 +246,16 @@ def pytest_terminal_summary(terminalreporter, config) -> None:
         for line in measurements:
             terminalreporter.write_line(line)
     if runs:
-        terminalreporter.section("notebook runs: wall time and kernel peak memory")
-        terminalreporter.write_line(f"{'notebook':58s} {'wall s':>8s} {'peak MiB':>9s} {'rc':>4s}")
+        terminalreporter.section("notebook runs: time, load and memory")
+        terminalreporter.write_line(
+            "wall and CPU seconds (the kernel and its processes), the 1-minute load average at the end, the kernel's "
+            "peak RSS and the largest PSS of the kernel with its processes (MiB)"
+        )
+        head = f"{'notebook':58s} {'wall s':>7s} {'CPU s':>6s} {'load':>5s} {'kernel':>7s} {'tree':>6s} {'rc':>3s}"
+        terminalreporter.write_line(head)
         for r in runs:
-            terminalreporter.write_line(f"{r['notebook']:58s} {r['wall_s']:8.1f} {r['peak_mib']:9.0f} {r['rc']:4d}")
+            cpu, tree, load = (r.get(k) for k in ("cpu_s", "tree_pss_mib", "load"))
+            terminalreporter.write_line(
+                f"{r['notebook']:58s} {r['wall_s']:7.1f} {cpu or 0:6.1f} {load or 0:5.1f} {r['peak_mib']:7.0f} "
+                f"{tree or 0:6.0f} {r['rc']:3d}"
+            )

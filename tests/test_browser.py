@@ -101,11 +101,17 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+LAB_OVERRIDES = Path(sys.prefix) / "share" / "jupyter" / "lab" / "settings" / "overrides.json"
+"""The course's JupyterLab settings in the venv (``make install`` copies binder/overrides.json there): no news popup."""
+NEWS_SETTINGS = "@jupyterlab/apputils-extension:notification"
+
+
 def _lab_settings(settings_dir: Path) -> None:
-    """User settings for the test's JupyterLab: Binder's overrides (no news popup), no autosave, no windowing, and
-    the preferred kernel started without asking."""
-    settings = json.loads((ROOT / "binder" / "overrides.json").read_text())
-    settings["@jupyterlab/docmanager-extension:plugin"] = {"autosave": False}
+    """User settings for the test's JupyterLab: no autosave, no windowing, and the preferred kernel started without
+    asking. The news setting is NOT set here: the venv's own overrides.json (what `make lab` serves) must switch it
+    off, and the explorer's test reads it back from the server."""
+    assert LAB_OVERRIDES.is_file(), f"{LAB_OVERRIDES} is missing: run `make install` (it installs the course settings)"
+    settings = {"@jupyterlab/docmanager-extension:plugin": {"autosave": False}}
     # every cell in the page, and the notebook's kernel started without the "Select Kernel" dialog
     settings["@jupyterlab/notebook-extension:tracker"] = {"windowingMode": "none", "autoStartDefaultKernel": True}
     for plugin, values in settings.items():
@@ -154,6 +160,11 @@ def jupyterlab(root: Path, tmp: Path):
                 pytest.fail(f"JupyterLab did not answer within 60 s:\n{(tmp / 'jupyterlab.log').read_text()[-3000:]}")
             time.sleep(0.25)
         yield base, token
+        import psutil  # the server's own memory, with the test's notebooks open (tests/test_notebooks.SERVER_PSS_MIB)
+
+        pss = psutil.Process(server.pid).memory_full_info().pss / 2**20
+        served = ", ".join(p.name for p in root.glob("*/*.ipynb"))
+        record_measurement(f"browser: the JupyterLab server's own PSS {pss:.0f} MiB after serving {served}")
     finally:
         os.killpg(server.pid, signal.SIGTERM)  # the server shuts its kernels down on SIGTERM
         try:
@@ -216,6 +227,27 @@ _WATCH = """([root, figureSelector, sentenceSelector, timelineSelector]) => {
 }"""
 
 
+_LAYOUT = """(root) => {
+  // Texts the explorer cuts (ipywidgets ends a label that does not fit with "..."), and each slider's track width.
+  const cut = [];
+  for (const el of root.querySelectorAll("button, label, .widget-readout")) {
+    if (el.offsetParent !== null && el.scrollWidth > el.clientWidth + 1) cut.push(el.textContent.trim());
+  }
+  const pen = document.createElement("canvas").getContext("2d");
+  for (const select of root.querySelectorAll("select")) {  // a menu shows its chosen option's text, whichever it is
+    const style = getComputedStyle(select);
+    pen.font = `${style.fontSize} ${style.fontFamily}`;
+    const room = select.clientWidth - parseFloat(style.paddingLeft) - parseFloat(style.paddingRight) - 16;  // arrow
+    for (const option of select.options) if (pen.measureText(option.text).width > room) cut.push(option.text);
+  }
+  const sliders = [...root.querySelectorAll(".widget-slider")].map((s) => ({
+    label: s.querySelector("label").textContent,
+    track: Math.round(s.querySelector(".noUi-target").getBoundingClientRect().width),
+    positions: Number(s.querySelector(".noUi-handle").getAttribute("aria-valuemax")) + 1,
+  }));
+  return {cut, sliders, html: [...root.querySelectorAll(".widget-html")].map((e) => e.innerText)};
+}"""
+
 _FIGURES = """() => [...document.querySelectorAll('.jp-NotebookPanel .jp-OutputArea-output img')]
   .filter(img => img.naturalWidth > 0)
   .map(img => ({natural: img.naturalWidth, shown: Math.round(img.getBoundingClientRect().width)}))"""
@@ -233,6 +265,7 @@ def drive_explorer(
     *,
     may_raise: set[int] = frozenset(),
     kernel_probe: str = "",
+    then=None,
     explorer: str,
     slider: str,
     figure: str,
@@ -247,8 +280,10 @@ def drive_explorer(
     ``slider`` inside the element matching ``explorer``; after each press wait until the image in ``figure``, the
     text of ``sentence`` and (with ``timeline``) the image in ``timeline`` changed.
 
-    With ``kernel_probe`` (one line of code), a cell holding it is then inserted under the last cell run, typed and
-    run; its output text is returned as ``"kernel_probe"``.
+    With ``kernel_probe`` (one line of code), a cell holding it is then typed under the last cell run and run
+    (``run_code``); its output text is returned as ``"kernel_probe"``. Then ``then(page, widget, run_code)``, if
+    given, adds what it returns to the result (``run_code(code)`` types a new cell under the last cell run, runs it
+    and returns its output text).
 
     Returns ``{"redraw_ms": [...], "values": [...], "sentences": [...], "blocked": [...], "seconds": {...}}`` and saves
     ``test-artifacts/browser-<name>.png`` (the whole page) and ``browser-<name>-explorer.png`` (the widget).
@@ -264,6 +299,9 @@ def drive_explorer(
     blocked: list[str] = []
     with jupyterlab(root, tmp) as (base, token), sync_playwright() as playwright:
         seconds["jupyterlab_up"] = time.perf_counter() - start
+        with urllib.request.urlopen(f"{base}/lab/api/settings/{NEWS_SETTINGS}?token={token}", timeout=30) as answer:
+            plugin = json.load(answer)  # the page uses the user's value, else the default (which overrides.json sets)
+            news = plugin["settings"].get("fetchNews", plugin["schema"]["properties"]["fetchNews"]["default"])
         browser = playwright.chromium.launch(executable_path=str(chromium), headless=True, args=CHROMIUM_ARGS)
         try:
             page = browser.new_page(viewport={"width": 1280, "height": 1000})
@@ -297,7 +335,7 @@ def drive_explorer(
             control = widget.locator(f".widget-slider:has(label:text-is('{slider}'))")
             assert control.count() == 1, f"no slider described {slider!r} in {explorer}"
             handle, readout = control.locator(".noUi-handle"), control.locator(".widget-readout")
-            result = {"redraw_ms": [], "values": [readout.text_content()], "sentences": []}
+            result = {"redraw_ms": [], "values": [readout.text_content()], "sentences": [], "fetch_news": news}
             result["sentences"].append(widget.locator(sentence).first.text_content())
             for _ in range(moves):
                 page.evaluate(_WATCH, [widget.element_handle(), figure, sentence, timeline])
@@ -321,16 +359,22 @@ def drive_explorer(
             lesson_figure = page.locator(".jp-NotebookPanel .jp-OutputArea-output img").first
             lesson_figure.scroll_into_view_if_needed()
             lesson_figure.screenshot(path=ARTIFACTS / f"browser-{name}-figure.png")
-            if kernel_probe:  # as a learner would: a new cell under the explorer's, typed and run
+
+            def run_code(code: str) -> str:  # as a learner would: a new cell under the explorer's, typed and run
                 page.locator(".jp-NotebookPanel .jp-Notebook .jp-Cell").nth(cells[-1]).locator(
                     ".jp-InputArea-prompt"
                 ).click()
                 page.keyboard.press("b")  # insert a cell below (command mode)
                 page.keyboard.press("Enter")  # edit it
-                page.keyboard.type(kernel_probe)
+                page.keyboard.type(code)
                 run_cell(page, cells[-1] + 1)
                 probe = page.locator(".jp-NotebookPanel .jp-Notebook .jp-Cell").nth(cells[-1] + 1)
-                result["kernel_probe"] = probe.locator(".jp-OutputArea").inner_text().strip()
+                return probe.locator(".jp-OutputArea").inner_text().strip()
+
+            if kernel_probe:
+                result["kernel_probe"] = run_code(kernel_probe)
+            if then is not None:
+                result.update(then(page, widget, run_code))
         finally:
             browser.close()
     seconds["total"] = time.perf_counter() - start
@@ -367,10 +411,52 @@ def test_chromium_missing_and_not_installable_fails_loudly(monkeypatch):
         ensure_chromium()
 
 
+def _model_switch(variable: str):
+    """Issue 45, in the page: the explorer's layout (cut labels, slider tracks, the legend), then a large model chosen
+    from a cell (its title, no timeline, no status line), Measure clicked (the status line says what it did, the
+    timeline is back), and the lesson's model chosen again (no status line left over)."""
+
+    def then(page, widget, run_code) -> dict:
+        out = {"layout": page.evaluate(_LAYOUT, widget.element_handle())}
+        text = {"title": ".gradacc-title", "status": ".gradacc-status"}
+
+        def seen(name: str) -> dict:
+            return {
+                **{k: widget.locator(sel).first.inner_text().strip() for k, sel in text.items()},
+                "timeline_images": widget.locator(".gradacc-timeline img").count(),
+                "name": name,
+            }
+
+        def wait_title(width: int) -> None:
+            page.wait_for_function("([el, w]) => el.innerText.includes(`mlp width ${w} `)",
+                                   arg=[widget.locator(text["title"]).first.element_handle(), width],
+                                   timeout=60_000)  # fmt: skip
+
+        sliders = f"{variable}.width_slider.value, {variable}.depth_slider.value, {variable}.batch_slider.value"
+        run_code(f"{sliders} = 8192, 16, 65536")
+        wait_title(8192)
+        out["large"] = seen("large, before Measure")
+        widget.locator("button", has_text="Measure").click()
+        page.wait_for_function("el => el.innerText.startsWith('measured N =')", timeout=180_000,
+                               arg=widget.locator(text["status"]).first.element_handle())  # fmt: skip
+        widget.locator(".gradacc-timeline img").first.wait_for(timeout=60_000)
+        out["measured"] = seen("large, measured")
+        widget.screenshot(path=ARTIFACTS / "browser-03_memory-explorer-large.png")
+        run_code(f"{sliders} = 512, 4, 4096")
+        wait_title(512)
+        widget.locator(".gradacc-timeline img").first.wait_for(timeout=60_000)
+        out["back"] = seen("the lesson's model again")
+        return out
+
+    return then
+
+
 @pytest.mark.slow
 def test_memory_explorer_in_jupyterlab(tmp_path: Path):
     """Lesson 03 in JupyterLab in headless Chromium: run the cells up to the memory explorer, move the
-    accumulation-steps slider with the keyboard, and see the figure and the "fits / smallest N" sentence change."""
+    accumulation-steps slider with the keyboard, and see the figure and the "fits / smallest N" sentence change; then
+    issue 45's checks of what the page shows (``_model_switch``), and the news popup switched off by the venv's own
+    JupyterLab settings."""
     assert LESSON.exists(), "lessons/03_memory.ipynb is missing"
     chromium = ensure_chromium()
     cells, may_raise = explorer_cells(LESSON)
@@ -387,6 +473,7 @@ def test_memory_explorer_in_jupyterlab(tmp_path: Path):
         moves=3,
         # the kernel's share of the last redraw (MemoryExplorer.last_redraw_s: sentence, figure, PNG, display)
         kernel_probe=f"print(round({explorer_variable(LESSON)}.last_redraw_s * 1000, 1))",
+        then=_model_switch(explorer_variable(LESSON)),
         tmp=tmp_path,
         name="03_memory",
     )
@@ -419,6 +506,20 @@ def test_memory_explorer_in_jupyterlab(tmp_path: Path):
     smallest_font_px = min(f["shown"] / f["natural"] for f in figures) * MIN_FONT_PT * FIGURE_DPI / 72
     assert smallest_font_px >= MIN_FONT_PT * 96 / 72, (smallest_font_px, figures)
     assert (ARTIFACTS / "browser-03_memory-figure.png").stat().st_size > 5_000
+    # issue 45: nothing cut, a usable N slider, the capacity line in the legend
+    layout = result["layout"]
+    assert layout["cut"] == [], layout["cut"]
+    for slider in layout["sliders"]:
+        assert slider["track"] >= 30 * (slider["positions"] - 1), slider  # 30 px or more between two positions
+    (legend,) = [t for t in layout["html"] if "measured peak" in t]
+    assert "capacity" in legend, legend
+    # no stale text or figure: each state shows its own model, and only its own Measure line
+    large, measured, back = result["large"], result["measured"], result["back"]
+    assert "mlp width 8192 depth 16" in large["title"] and large["status"] == "" and large["timeline_images"] == 0
+    assert measured["status"].startswith("measured N = 1, 4, 16 on fake tensors") and measured["timeline_images"] == 1
+    assert "mlp width 512 depth 4" in back["title"] and back["status"] == "" and back["timeline_images"] == 1
+    # the venv's JupyterLab has the course's settings: no "get notified about Jupyter news?" popup (issue 45, 17)
+    assert result["fetch_news"] == "false", result["fetch_news"]
 
 
 def save_notebook(page, panel, name: str) -> None:

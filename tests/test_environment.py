@@ -104,3 +104,70 @@ def test_describe_environment_reports_plain_values():
     assert info["memory_limit_mib"] > 0
     assert info["versions"]["torch"] is not None
     assert info["python"].count(".") == 2
+
+
+def _needs(lesson) -> set[str]:
+    """Top-level modules a lesson needs: its code's imports, those of the ``gradacc`` modules it imports, and those of
+    the ``gradacc.workers`` programs it starts (named in its code or in those modules)."""
+    import ast
+    import re
+
+    import nbformat
+    from conftest import ROOT
+
+    def imported(source: str, package: str = "") -> set[str]:
+        names = set()
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, ast.Import):
+                names |= {a.name for a in node.names}
+            elif isinstance(node, ast.ImportFrom):
+                base = (package.rsplit(".", node.level - 1)[0] if node.level > 1 else package) if node.level else ""
+                module = ".".join(part for part in (base, node.module) if part)
+                names |= {module} | {f"{module}.{a.name}" for a in node.names}
+        return names
+
+    cells = nbformat.read(lesson, as_version=4).cells
+    code = "\n".join(re.sub(r"^\s*[%!].*$", "", c.source, flags=re.M) for c in cells if c.cell_type == "code")
+    names, sources = imported(code), [code]
+    for name in sorted(n for n in names if n.startswith("gradacc")):
+        path = ROOT / "src" / name.replace(".", "/")
+        for file, package in ((path.with_suffix(".py"), name.rsplit(".", 1)[0]), (path / "__init__.py", name)):
+            if file.is_file():
+                sources.append(file.read_text())
+                names |= imported(sources[-1], package)
+    for worker in {w for s in sources for w in re.findall(r"gradacc\.workers\.(\w+)", s)}:
+        names |= imported((ROOT / "src" / "gradacc" / "workers" / f"{worker}.py").read_text(), "gradacc.workers")
+    return {n.split(".")[0] for n in names}
+
+
+def test_every_extra_is_checked_by_lesson_00_for_the_lessons_that_need_it():
+    """Issue 45: lesson 00 checks the core and every extra of the package (``EXTRAS``), reports every library of
+    them, names the lessons that need each one (their imports say which) and gives the fix that installs it."""
+    from importlib import metadata
+
+    import nbformat
+    from conftest import ROOT
+    from packaging.requirements import Requirement
+
+    from gradacc.course.environment import EXTRAS, LIBRARIES, install_hint
+
+    declared = metadata.metadata("gradacc").get_all("Provides-Extra")
+    assert sorted(EXTRAS) == sorted(declared)
+    modules = {"libs": {"jax", "optax", "transformers", "accelerate", "datasets", "tokenizers"},
+               "stacks": {"trl", "peft", "pytorch_lightning", "keras"}}  # fmt: skip
+    for extra in EXTRAS:
+        wanted = [Requirement(r) for r in metadata.requires("gradacc") if f'extra == "{extra}"' in r]
+        assert {r.name for r in wanted} <= set(LIBRARIES), extra
+        assert {r.name.replace("-", "_") for r in wanted} == modules[extra], extra
+    lessons = sorted((ROOT / "lessons").glob("*.ipynb"))
+    for extra, (_, numbers) in EXTRAS.items():
+        needing = [p.name[:2] for p in lessons if _needs(p) & modules[extra]]
+        assert needing == list(numbers), (extra, needing)
+    setup = "\n".join(c.source for c in nbformat.read(ROOT / "lessons" / "00_setup.ipynb", as_version=4).cells)
+    assert all(f'unmet_requirements(extras=["{extra}"])' in setup for extra in EXTRAS)
+    assert "`pip install -e '.[libs,stacks]'`" in install_hint("stacks", "local")
+    assert "`pip install -e '.[libs]'`" in install_hint("libs", "binder")
+    assert "make lab" in install_hint("libs", "local")
+    assert "the first cell of lesson 10" in install_hint("stacks", "colab")
+    with pytest.raises(ValueError, match="extra must be one of"):
+        install_hint("all")

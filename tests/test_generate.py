@@ -32,17 +32,40 @@ def _solution():
 def test_generation_hides_the_answer_and_keeps_the_check():
     solution = _solution()
     exercise = generate_exercise(solution)
-    answer, check = exercise.cells[2], exercise.cells[3]
+    answer, check = exercise.cells[3], exercise.cells[4]
     assert answer.source == "def f(x):\n    # YOUR CODE HERE\n    raise NotImplementedError()\n"
     assert answer.outputs == [] and "raises-exception" in answer.metadata.tags
     assert "return 2 * x" not in nbformat.writes(exercise)
     assert check.outputs[0]["text"] == "Exercise 1.1: correct\n"
-    assert "nbval-ignore-output" in exercise.cells[1].metadata.tags
+    assert "nbval-ignore-output" in exercise.cells[2].metadata.tags
     assert "widgets" not in exercise.metadata
     assert "### BEGIN SOLUTION" in solution.cells[2].source  # input untouched
     assert check_cells(exercise) == [
-        {"index": 3, "code_index": 2, "id": "ex-1-1-check", "check": "1.1", "points": 2, "bonus": False}
+        {"index": 4, "code_index": 2, "id": "ex-1-1-check", "check": "1.1", "points": 2, "bonus": False}
     ]
+
+
+def test_every_exercise_says_how_to_check_it_and_pytest_names_its_checks(tmp_path):
+    """Issue 45: under the title (or the badges), how to answer, what a check cell prints, that Run All stops at the
+    first check not correct yet (answer cells are tagged raises-exception, check cells are not: JupyterLab sends
+    ``stop_on_error`` false only for the tagged cells), and the terminal command; pytest then names a check with its
+    exercise and its cell as JupyterLab's status bar counts them, the name the cell quotes."""
+    import subprocess
+    import sys
+
+    exercise = generate_exercise(_solution(), "01_test.ipynb")
+    text = exercise.cells[1].source.replace("\n", " ")
+    assert exercise.cells[1].id == "gradacc-how-to-check" and exercise.cells[0].source == "# 01 · Test"
+    for words in ("**check cell**", "*Run All* stops at the first check", "`pytest --nbval exercises/01_test.ipynb`",
+                  "`cell 7/11` is cell 7 of 11"):  # fmt: skip
+        assert words in text, (words, text)
+    tags = {c.id: c.metadata.get("tags", []) for c in exercise.cells if c.cell_type == "code"}
+    assert "raises-exception" in tags["ex-1-1-answer"] and "raises-exception" not in tags["ex-1-1-check"]
+    (tmp_path / "exercises").mkdir()
+    nbformat.write(exercise, tmp_path / "exercises" / "01_test.ipynb")
+    command = [sys.executable, "-m", "pytest", "--nbval", "--collect-only", "-q", "-p", "no:cacheprovider"]
+    collected = subprocess.run([*command, "exercises/01_test.ipynb"], cwd=tmp_path, capture_output=True, text=True)
+    assert "exercises/01_test.ipynb::Cell 2 (check 1.1, cell 5/5 in JupyterLab)" in collected.stdout, collected.stdout
 
 
 def test_generation_refuses_leaky_or_unmarked_cells():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import os
 import shutil
 import subprocess
 import sys
@@ -113,10 +114,34 @@ def test_make_lab_torch_cpu_installs_the_cpu_build_first():
     assert index_line < requirements_line and "grep '^torch==' requirements.txt" in lines[index_line]
     grep = subprocess.run(["bash", "-c", "grep '^torch==' requirements.txt"], cwd=ROOT, capture_output=True, text=True)
     assert grep.stdout.strip() == pin
+    # only torch from that index (issue 45): its dependencies come from PyPI with the pins, and pip tries it once
+    assert "--no-deps --retries 0" in lines[index_line] and "--index-url" not in lines[requirements_line]
     default = _make_dry_run()
     assert default.returncode == 0 and "--index-url" not in default.stdout
     wrong = _make_dry_run("TORCH=cuda")
     assert wrong.returncode != 0 and "TORCH=cuda is not supported" in wrong.stderr
+
+
+def test_make_lab_torch_cpu_fails_fast_with_one_line_when_the_index_cannot_be_reached(tmp_path):
+    """Issue 45: with PyTorch's CPU index unreachable (here a closed local port; pip's configuration files and its
+    local wheel folders left out, so that nothing else can provide torch), `make install TORCH=cpu` stops after one
+    try of that index with one line saying so, before installing anything else."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")}
+    env["PIP_CONFIG_FILE"] = os.devnull
+    venv = tmp_path / ".venv"
+    run = subprocess.run(
+        ["make", "install", f"VENV={venv}", "TORCH=cpu", "TORCH_CPU_INDEX=http://127.0.0.1:9/whl/cpu"],
+        cwd=ROOT, capture_output=True, text=True, env=env, timeout=300,
+    )  # fmt: skip
+    assert run.returncode != 0
+    ours = [line for line in run.stderr.splitlines() if not line.startswith("make: ***")]
+    assert ours == [
+        "error: torch could not be installed from PyTorch's CPU index http://127.0.0.1:9/whl/cpu (is it reachable from "
+        f"here? pip's log: {venv}/torch-install.log); without TORCH=cpu pip takes PyPI's CUDA build instead"
+    ], run.stderr
+    log = (venv / "torch-install.log").read_text()
+    assert "Retrying" not in log + run.stdout and "No matching distribution found for torch==" in log, log
+    assert not list(venv.glob("lib/python*/site-packages/numpy"))  # nothing else was installed
 
 
 def _fake_path(tmp_path: Path, pythons: dict[str, str | None]) -> str:

@@ -77,7 +77,10 @@ def test_a_saved_wrong_notebook_fails_its_self_check_and_says_why(saved_wrong, t
     assert run.failed_cells == [checks["2.1"]["code_index"]], run.output[-3000:]  # 2.2 is right and passes
     # the terminal names the exercise and gives the reason first, with no colour codes in a pipe
     assert f"Exercise 2.1 is not correct yet: {reason}" in run.output
-    assert "(the check cell `check_accumulation_window(accumulation_window)`)" in run.output
+    # the check named as the learner sees it: nbval's code-cell index, the check, and JupyterLab's "Cell K/T"
+    where = f"check 2.1, cell {checks['2.1']['index'] + 1}/{len(exercise.cells)} in JupyterLab"
+    assert f"::Cell {checks['2.1']['code_index']} ({where})" in run.output, run.output[-3000:]
+    assert f"(the check cell `check_accumulation_window(accumulation_window)`: {where})" in run.output
     assert "\x1b[" not in run.output
 
 

@@ -52,8 +52,16 @@ _PAGE = """async () => {
     typeset: document.querySelectorAll("main mjx-container").length,
     mathErrors: document.querySelectorAll("main mjx-merror").length,
     nav: [...document.querySelectorAll("nav.bd-docs-nav a.reference.internal")].map(a => a.getAttribute("href")),
+    // the page's contents column: how far (px) its widest entry runs past the column's right edge
+    contents: (() => {
+      const column = document.querySelector(".bd-sidebar-secondary");
+      if (!column || !column.offsetParent) return null;
+      const right = column.getBoundingClientRect().right;
+      return Math.max(0, ...[...column.querySelectorAll("*")].map(e => e.getBoundingClientRect().right - right));
+    })(),
   };
 }"""
+WIDE = 1920  # besides 1400: the lessons' pages again in a window this wide (issue 45)
 
 
 @pytest.fixture(scope="module")
@@ -76,10 +84,11 @@ class _Quiet(http.server.SimpleHTTPRequestHandler):
 
 @pytest.fixture(scope="module")
 def served(site) -> dict:
-    """What the browser saw: ``base`` (the server's URL), ``pages`` ({page path: ``_PAGE``'s dict}), ``search`` (the
-    result links for "micro-batch"), ``explorer`` (lesson 03's explorer cell and the note under it), ``blocked``
-    (requests not to the server) and ``failed`` (responses >= 400). The root's index.html only redirects to
-    docs/index.html (tested on the file)."""
+    """What the browser saw: ``base`` (the server's URL), ``pages`` ({page path: ``_PAGE``'s dict} in a 1400 px
+    window), ``wide`` (the same for the lessons in a ``WIDE`` window), ``errors`` ({page: the console's errors and
+    uncaught exceptions}), ``search`` (the result links for "micro-batch"), ``explorer`` (lesson 03's explorer cell
+    and the note under it), ``blocked`` (requests not to the server) and ``failed`` (responses >= 400). The root's
+    index.html only redirects to docs/index.html (tested on the file)."""
     from playwright.sync_api import sync_playwright
 
     chromium = ensure_chromium()
@@ -92,7 +101,7 @@ def served(site) -> dict:
         for p in site.out.rglob("*.html")
         if "_static" not in p.parts and p != site.out / "index.html"
     )
-    seen, blocked, failed = {}, [], []
+    seen, wide, errors, blocked, failed = {}, {}, {}, [], []
     start = time.perf_counter()
     try:
         with sync_playwright() as pw:
@@ -106,11 +115,26 @@ def served(site) -> dict:
                     blocked.append(r.request.url)
                     r.abort()
 
-            page.route("**/*", route)
-            page.on("response", lambda r: failed.append(f"{r.status} {r.url}") if r.status >= 400 else None)
+            reading = {"page": ""}  # the page the errors below belong to
+
+            def watch(tab) -> None:
+                tab.route("**/*", route)
+                tab.on("response", lambda r: failed.append(f"{r.status} {r.url}") if r.status >= 400 else None)
+                tab.on("console", lambda m: m.type == "error" and errors.setdefault(reading["page"], []).append(m.text))
+                tab.on("pageerror", lambda e: errors.setdefault(reading["page"], []).append(f"uncaught: {e}"))
+
+            watch(page)
             for path in pages:
+                reading["page"] = path
                 page.goto(f"{base}/{path}", wait_until="load")
                 seen[path] = page.evaluate(_PAGE)
+            wide_page = browser.new_page(viewport={"width": WIDE, "height": 1000})
+            watch(wide_page)
+            for path in (p for p in pages if p.startswith("lessons/")):
+                reading["page"] = f"{path} ({WIDE} px)"
+                wide_page.goto(f"{base}/{path}", wait_until="load")
+                wide[path] = wide_page.evaluate(_PAGE)
+            reading["page"] = "search.html, lessons/03_memory.html again"
             page.goto(f"{base}/search.html?q=micro-batch", wait_until="load")
             page.wait_for_selector("ul.search li", timeout=30_000)
             search = page.eval_on_selector_all("ul.search li a", "links => links.map(a => a.href)")
@@ -118,20 +142,22 @@ def served(site) -> dict:
             ARTIFACTS.mkdir(exist_ok=True)
             page.screenshot(path=ARTIFACTS / "site-03_memory.png")
             # the explorer's cell at the top of the window: its code, its figure and the note under it
-            note = page.locator(".admonition.note", has_text="run live")
+            note = page.locator(".admonition.note", has_text="needs a Python kernel")
             cell = note.locator("xpath=preceding-sibling::div[contains(@class, 'cell')][1]")
             cell.evaluate("e => e.scrollIntoView()")
             page.screenshot(path=ARTIFACTS / "site-03_memory-explorer.png")
             explorer = {
                 "notes": note.count(),
+                "note": note.inner_text(),
                 "code": cell.locator(".cell_input").inner_text(),
-                "figure": cell.locator(".cell_output img").evaluate("i => i.naturalWidth"),
+                "figure": cell.locator(".cell_output img").evaluate("i => [i.naturalWidth, i.naturalHeight]"),
             }
             browser.close()
     finally:
         server.shutdown()
     record_measurement(f"website: chromium read {len(pages)} pages and searched in {time.perf_counter() - start:.1f} s")
-    return {"base": base, "pages": seen, "search": search, "explorer": explorer, "blocked": blocked, "failed": failed}
+    return {"base": base, "pages": seen, "wide": wide, "errors": errors, "search": search, "explorer": explorer,
+            "blocked": blocked, "failed": failed}  # fmt: skip
 
 
 @pytest.mark.slow
@@ -199,6 +225,20 @@ def test_every_page_renders_with_its_figures_math_and_no_network(served):
 
 
 @pytest.mark.browser
+def test_every_page_loads_without_a_console_error_and_shows_its_whole_contents_column(served):
+    """Issue 45: no page logs an error or throws (MathJax's scripts loaded once, thebe's settings declared once), and
+    no entry of a page's contents column runs past its right edge (long headings with code spans wrap), in a 1400 px
+    window and, for the lessons, a 1920 px one."""
+    assert served["errors"] == {}, {page: found[:3] for page, found in served["errors"].items()}
+    assert len(served["wide"]) == 12, sorted(served["wide"])
+    cut = {f"{path} ({width} px)": info["contents"]
+           for width, pages in ((1400, served["pages"]), (WIDE, served["wide"]))
+           for path, info in pages.items() if info["contents"]}  # fmt: skip
+    assert cut == {}, cut
+    assert served["pages"]["lessons/10_stacks.html"]["contents"] == 0  # measured, not skipped: the column is shown
+
+
+@pytest.mark.browser
 def test_every_internal_link_resolves(served, site):
     base = served["base"]
     ids: dict[Path, set[str]] = {}
@@ -251,8 +291,11 @@ def test_search_finds_micro_batch_on_lesson_01(served):
 def test_the_memory_explorer_shows_its_figure_and_where_it_runs_live(served):
     outputs = [i for i in served["pages"]["lessons/03_memory.html"]["images"] if i["output"]]
     assert len(outputs) == 6 and all(i["natural"] > 500 for i in outputs), outputs  # 5 plots and the explorer
-    explorer = served["explorer"]  # one note, right under the cell that builds the explorer, which shows its figure
-    assert explorer["notes"] == 1 and "MemoryExplorer(" in explorer["code"] and explorer["figure"] > 500, explorer
+    explorer = served["explorer"]  # one note, right under the cell that builds the explorer, which shows its picture
+    assert explorer["notes"] == 1 and "MemoryExplorer(" in explorer["code"], explorer
+    width, height = explorer["figure"]  # the bars, then the verdict and timeline at two N (issue 45)
+    assert width > 800 and height > width, explorer["figure"]
+    assert all(where in explorer["note"] for where in ("JupyterLab", "Colab", "Binder")), explorer["note"]
     shot = ARTIFACTS / "site-03_memory-explorer.png"
     assert shot.stat().st_size > 10_000 and (ARTIFACTS / "site-03_memory.png").stat().st_size > 10_000
 

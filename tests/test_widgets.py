@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import ast
 import inspect
+import re
 
 import pytest
 
 import gradacc.widgets as widgets
 from gradacc.memory import StepConfig, measure_config, profile_config, timeline_config
-from gradacc.plots import fits_summary, format_mib
+from gradacc.plots import figure_png, fits_summary, format_mib
 from gradacc.widgets import ACCUM_OPTIONS, MemoryExplorer
 
 DEFAULT = StepConfig()
@@ -48,22 +49,34 @@ def test_controls_the_browser_test_relies_on(explorer):
     assert explorer.png.startswith(b"\x89PNG")
 
 
-def test_the_display_carries_the_widget_and_its_opening_figure(explorer, monkeypatch):
-    """ipywidgets 8: one display message with the widget view (JupyterLab renders it) and the figure as a PNG (what
-    GitHub and the course's website show: issue 35); without ``_repr_mimebundle_`` (Colab's 7.7) the widget alone."""
+def test_the_display_carries_the_widget_and_its_picture(explorer, monkeypatch):
+    """ipywidgets 8: one display message with the widget view (JupyterLab renders it) and the explorer's picture as a
+    PNG (what GitHub and the course's website show: issue 35); without ``_repr_mimebundle_`` (Colab's 7.7) the widget
+    alone. The picture (issue 45) has the bars with their legend, and the sentence and the timeline at the selected N
+    and at the smallest N that fits, each text inside it, and says where the widget runs live."""
     import base64
 
     import IPython.display
 
+    from gradacc.explorer_draw import texts_outside
+
+    explorer.accum_slider.value = 1  # does not fit in 30 MiB; N = 4 does
     shown = []
     monkeypatch.setattr(IPython.display, "display", lambda obj, **kw: shown.append((obj, kw)))
     explorer._ipython_display_()
     ((bundle, options),) = shown
-    assert options == {"raw": True} and base64.b64decode(bundle["image/png"]) == explorer.png
+    picture = explorer.static_view()
+    assert options == {"raw": True} and base64.b64decode(bundle["image/png"]) == figure_png(picture)
+    texts = " ".join(t.get_text().replace("\n", " ") for t in picture.findobj(lambda a: hasattr(a, "get_text")))
+    for n, verdict in ((1, "does not fit"), (4, "fits")):
+        explorer.accum_slider.value = n
+        assert explorer.state()["sentence"] in texts and verdict in explorer.state()["sentence"]
+    assert "run live in JupyterLab, Colab or Binder" in texts and "capacity" in texts and texts_outside(picture) == []
     assert bundle["application/vnd.jupyter.widget-view+json"]["model_id"] == explorer.widget.model_id
     monkeypatch.setattr(type(explorer.widget), "_repr_mimebundle_", None)
+    shown.clear()
     explorer._ipython_display_()
-    assert shown[1] == (explorer.widget, {"raw": False})
+    assert shown == [(explorer.widget, {"raw": False})]
 
 
 def test_slider_move_redraws_from_the_cache_and_changes_sentence_and_figure(explorer):
@@ -277,5 +290,107 @@ def test_timeline_panels_share_one_y_axis_and_say_where_the_peak_comes_from(expl
     mixed = [row for row in seen if row[1].startswith("measured") and row[2] == "predicted"]
     assert mixed, seen  # the fixture measured bars (on fake tensors) where no timeline was recorded
     for n, source, _, _, title in mixed:
-        assert title.endswith(f"predicted from the profile (its peak in the bars: {source})"), (n, title)
-    assert all("its peak in the bars" not in title for _, source, tl, _, title in seen if source == tl)
+        assert title.endswith(f"timeline predicted from the profile; the bar: {source}"), (n, title)
+    assert all("the bar:" not in title for _, source, tl, _, title in seen if source == tl)
+
+
+BIG = StepConfig(width=8192, depth=16, effective_batch_size=65536)  # lesson 03's large model (issue 45)
+
+
+@pytest.fixture(scope="module")
+def big_explorer(cached):
+    """The lesson's explorer (default model, N = 2, a 32 MiB budget) after Measure on the large model at N = 1 and 4
+    (fake tensors: too large to run here), then back on the default model."""
+    measured, profile = cached
+    ex = MemoryExplorer(DEFAULT, 2, measurements=measured, profile=profile, capacity=("a 32 MiB budget", 32.0))
+    ex.width_slider.value, ex.depth_slider.value, ex.batch_slider.value = 8192, 16, 65536
+    before = {"png": ex.timeline_png, "state": ex.state()}
+    ex.measure(accum_steps=(1, 4))
+    after = {"status": ex.status.value, "state": ex.state()}
+    return ex, before, after
+
+
+def _panels(ex) -> tuple:
+    """The bar chart and the timeline panel the explorer shows now, as matplotlib figures."""
+    from gradacc.explorer_draw import timeline_figure
+
+    state, timeline = ex.state(), ex.timeline()
+    figure = timeline_figure(timeline, ymax=state["timeline_ymax"], peak_source=state["source"], unit=state["unit"])
+    return ex.panels.last_bars, figure
+
+
+def test_every_text_fits_in_its_panel_at_every_n_and_one_unit_per_view(big_explorer):
+    """Issue 45, items 1 and 4: no title, label or annotation runs off either panel at any N, on the lesson's model
+    and on the large one; the large one's bars, timeline and sentence are all in GiB, each axis labelled."""
+    from gradacc.explorer_draw import texts_outside
+
+    ex, _, _ = big_explorer
+    # every N of the lesson's model; the large one's measured N and its largest (the title's longest numbers)
+    for width, depth, batch, unit, ns in ((8192, 16, 65536, "GiB", (1, 4, 64)), (512, 4, 4096, "MiB", ACCUM_OPTIONS)):
+        ex.width_slider.value, ex.depth_slider.value, ex.batch_slider.value = width, depth, batch
+        for n in ns:
+            ex.accum_slider.value = n
+            state = ex.state()
+            bars, timeline = _panels(ex)
+            assert texts_outside(bars) == [] and texts_outside(timeline) == [], (width, n, state["timeline_title"])
+            assert state["unit"] == unit and bars.axes[0].get_ylabel() == f"peak memory ({unit})"
+            assert timeline.axes[0].get_ylabel() == f"live memory ({unit})"
+            assert timeline.axes[0].get_ylim()[1] < 100  # GiB drawn as GiB, not 60000 MiB
+            numbers = re.findall(r"\d[\d,.]* (MiB|GiB)", state["sentence"].replace(state["capacity_label"], ""))
+            assert numbers and set(numbers) == {unit}, state["sentence"]
+
+
+def test_predicted_timelines_show_the_optimizer_step_and_the_peak_inside_the_frame(explorer, cached):
+    """Issue 45, item 2: a predicted timeline has the optimizer.step() operations the profile recorded (about as many
+    as a measured step has), its peak is predict_step's, and its peak marker lies inside the axes at every N."""
+    from gradacc.explorer_draw import timeline_figure
+    from gradacc.memory import predict_step
+
+    _, profile = cached
+    measured = timeline_config(DEFAULT, 1, fake=True)
+    measured_step = measured.operations - measured.event_index("optimizer step")
+    for n in (4, 16, 32, 64):
+        explorer.accum_slider.value = n
+        timeline = explorer.timeline()
+        step = timeline.operations - timeline.event_index("optimizer step")
+        assert timeline.predicted and step == len(profile.timeline_step) + 1  # + zero_grad
+        assert abs(step - measured_step) <= 0.05 * measured_step, (step, measured_step)  # as wide as the measured step
+        assert timeline.peak_mib == pytest.approx(predict_step(profile, DEFAULT.effective_batch_size, n).peak_mib)
+        ax = timeline_figure(timeline, ymax=explorer.state()["timeline_ymax"]).axes[0]
+        x, _ = ax.transData.transform((timeline.peak_index, timeline.peak_mib))
+        assert ax.bbox.x0 + 4 <= x <= ax.bbox.x1 - 4, (n, x, ax.bbox)  # the marker's half width is 3.5 px
+    assert measured_step > 10  # Adam's step is tens of operations, not one point
+
+
+def test_no_stale_text_or_figure_after_changing_the_model(big_explorer):
+    """Issue 45, item 3: before Measure, a new model has no timeline (the panel empties) and no status line; after it,
+    the status line describes that model, and back on the default model it is gone."""
+    ex, before, after = big_explorer
+    assert before["png"] == b"" and before["state"]["timeline_source"] is None and before["state"]["status"] == ""
+    assert "nothing measured yet for mlp width 8192" in before["state"]["sentence"]
+    assert after["status"].startswith("measured N = 1, 4 on fake tensors") and after["state"]["width"] == 8192
+    ex.width_slider.value, ex.depth_slider.value, ex.batch_slider.value = 512, 4, 4096
+    state = ex.state()
+    assert state["status"] == ex.status.value == "" and state["timeline_source"] == "predicted"
+    ex.width_slider.value, ex.depth_slider.value, ex.batch_slider.value = 8192, 16, 65536
+    assert ex.status.value == after["status"]  # its own line comes back with it
+
+
+def test_legend_names_the_capacity_line_and_png_files_go_to_an_ignored_folder(explorer, tmp_path, monkeypatch):
+    """Issue 45, items 5 and 6: the dotted capacity line has a legend entry; Save PNGs writes into SAVE_FOLDER under
+    the notebook's folder, which git ignores, and says where."""
+    import subprocess
+
+    from conftest import ROOT
+
+    from gradacc.widgets import SAVE_FOLDER
+
+    assert "capacity" in explorer.legend.value
+    monkeypatch.chdir(tmp_path)
+    paths = explorer.save_png()
+    assert [p.split("/")[-2:] for p in paths] == [[SAVE_FOLDER, "memory-explorer-N8.png"],
+                                                  [SAVE_FOLDER, "memory-timeline-N8.png"]]  # fmt: skip
+    assert explorer.status.value.startswith("saved memory-explorer-N8.png and memory-timeline-N8.png into ")
+    assert str(tmp_path / SAVE_FOLDER) in explorer.status.value and ".gitignore" in explorer.status.value
+    ignored = subprocess.run(["git", "check-ignore", "-q", f"lessons/{SAVE_FOLDER}/memory-explorer-N8.png"], cwd=ROOT)
+    assert ignored.returncode == 0, "lessons/saved-figures/ is not ignored by git"

@@ -29,7 +29,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The parser of every sub-command, or of ``command``'s alone when it is one of ``SUBCOMMANDS``."""
     # jsonschema (imported with nbformat by most sub-commands) imports rfc3987_syntax when it is installed, which
     # builds about 35 Lark parsers: 0.7-1.5 s of CPU in every `gradacc` process for the "iri" formats no notebook
-    # schema uses (gradacc.course.notebooks._RUNNER_PRELUDE spares every nbval run the same).
+    # schema uses (gradacc.course.nbval_run._RUNNER_PRELUDE spares every nbval run the same).
     sys.modules.setdefault("rfc3987_syntax", None)
     parser = argparse.ArgumentParser(prog="gradacc", description="Helpers of the gradient-accumulation course.")
     subparsers = parser.add_subparsers(dest="command", required=True)

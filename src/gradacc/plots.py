@@ -1,7 +1,8 @@
 """The memory figures and sentences the lessons and the memory explorer share: a stacked breakdown per N
-(``plot_breakdown``), one step's timeline (``plot_timeline``), a figure as PNG bytes, MiB formatting, and the "fits / smallest N" sentence (``fits_summary``);
-and lesson 10's weight of every micro-batch in its update, per stack (``plot_window_weights``).
-Plain matplotlib (the Agg backend works everywhere, inline in every notebook front end).
+(``plot_breakdown``), one step's timeline (``plot_timeline``), a figure as PNG bytes, MiB formatting, and the "fits /
+smallest N" sentence (``fits_summary``); lesson 09's per-rank peaks, lesson 11's pipeline window and lesson 10's weight
+of every micro-batch in its update, per stack (``plot_window_weights``). The memory explorer's own panels are drawn by
+``gradacc.explorer_draw``. Plain matplotlib (the Agg backend works everywhere, inline in every notebook front end).
 """
 
 from __future__ import annotations
@@ -22,9 +23,7 @@ __all__ = [
     "fits_summary",
     "plot_breakdown",
     "plot_timeline",
-    "timeline_panel_png",
-    "timeline_title",
-    "timeline_ymax",
+    "unit_for",
     "figure_png",
     "PARALLEL_COLORS",
     "plot_parallel_peaks",
@@ -44,9 +43,26 @@ COLORS: dict[str, str] = {
 """One colour per breakdown category (``gradacc.memory.CATEGORIES``)."""
 
 
-def format_mib(mib: float) -> str:
-    """``"19.6 MiB"`` below 1 GiB, ``"31.2 GiB"`` above."""
-    return f"{mib:.1f} MiB" if mib < 1024 else f"{mib / 1024:.1f} GiB"
+UNITS: dict[str, float] = {"MiB": 1.0, "GiB": 1024.0}
+"""MiB per unit of the figures and sentences."""
+
+
+def unit_for(max_mib: float) -> str:
+    """The unit a view whose largest value is ``max_mib`` (MiB) is drawn in: ``"GiB"`` from 1 GiB on, else ``"MiB"``."""
+    return "GiB" if max_mib >= 1024 else "MiB"
+
+
+def format_mib(mib: float, unit: str | None = None) -> str:
+    """``"19.6 MiB"`` below 1 GiB, ``"31.2 GiB"`` above; ``unit`` (``"MiB"`` or ``"GiB"``) forces one, so that every
+    number of one view has the same unit.
+
+    Raises:
+        ValueError: an unknown ``unit``.
+    """
+    unit = unit or unit_for(mib)
+    if unit not in UNITS:
+        raise ValueError(f"unit must be one of {list(UNITS)}, got {unit!r}")
+    return f"{mib / UNITS[unit]:,.1f} {unit}"
 
 
 def fits_summary(
@@ -58,6 +74,7 @@ def fits_summary(
     micro_batch_size: int | None = None,
     persistent_mib: float | None = None,
     source: str = "",
+    unit: str | None = None,
 ) -> dict[str, Any]:
     """Whether the step at ``accum_steps`` fits in ``capacity_mib``, and the smallest N that does.
 
@@ -67,6 +84,7 @@ def fits_summary(
         capacity_mib: the device's memory (MiB), > 0.
         persistent_mib: parameters + gradients + optimizer state, quoted when no N fits.
         source: where the peak comes from (``"measured"``, ``"predicted"``), quoted after it.
+        unit: ``"MiB"`` or ``"GiB"`` for every number of the sentence (default: each number's own, ``format_mib``).
 
     Returns:
         ``{"fits": bool, "smallest_accum_steps": int | None, "text": str}``; the text is one sentence, e.g.
@@ -83,23 +101,19 @@ def fits_summary(
     peak = peaks_mib[accum_steps]
     fits = peak <= capacity
     smallest = next((n for n in sorted(peaks_mib) if peaks_mib[n] <= capacity), None)
-    where = capacity_label or format_mib(capacity)
+    where = capacity_label or format_mib(capacity, unit)
     micro = f" (micro-batch {micro_batch_size})" if micro_batch_size else ""
     verdict = "fits" if fits else "does not fit"
     origin = f" ({source})" if source else ""
-    text = f"N = {accum_steps}{micro}: peak {format_mib(peak)}{origin}, {verdict} in {where}."
+    text = f"N = {accum_steps}{micro}: peak {format_mib(peak, unit)}{origin}, {verdict} in {where}."
     if smallest is not None:
         text += f" Smallest N that fits: {smallest}."
     else:
         text += f" No N up to {max(peaks_mib)} fits"
         if persistent_mib is not None:
-            text += f": parameters, gradients and optimizer state alone need {format_mib(persistent_mib)}"
+            text += f": parameters, gradients and optimizer state alone need {format_mib(persistent_mib, unit)}"
         text += "."
     return {"fits": fits, "smallest_accum_steps": smallest, "text": text}
-
-
-def _unit(max_mib: float) -> tuple[str, float]:
-    return ("GiB", 1024.0) if max_mib >= 1024 else ("MiB", 1.0)
 
 
 def plot_breakdown(
@@ -112,6 +126,7 @@ def plot_breakdown(
     capacity_label: str = "",
     title: str = "",
     legend: bool = True,
+    unit: str | None = None,
 ) -> dict[str, Any]:
     """Draw a stacked bar of the breakdown per N on ``ax``, measured peaks as dots, predicted peaks as a line.
 
@@ -125,6 +140,7 @@ def plot_breakdown(
         capacity_mib: a horizontal capacity line (or a note when it is far above every bar).
         legend: draw the legend right of the axes (the explorer shows it as HTML instead: text is what makes a
             redraw slow).
+        unit: ``"MiB"`` or ``"GiB"`` for the y axis (default: ``unit_for`` the tallest bar).
 
     Returns:
         ``{"ns": [N per bar], "tops": [bar heights in the plotted unit], "outline": the selection's Rectangle}``
@@ -135,7 +151,8 @@ def plot_breakdown(
     results = list(results)
     ns = [r.accum_steps for r in results]
     top = max([r.peak_mib for r in results] + [p.peak_mib for p in (predicted or [])] + [1e-9])
-    unit, scale = _unit(top)
+    unit = unit or unit_for(top)
+    scale = UNITS[unit]
     xs = list(range(len(results)))
     measured = [i for i, r in enumerate(results) if r.method != "predicted"]
     guessed = [i for i, r in enumerate(results) if r.method == "predicted"]
@@ -179,7 +196,8 @@ def plot_breakdown(
             ax.text(
                 0.99,
                 0.97,
-                f"capacity {capacity_label or format_mib(capacity_mib)}: {capacity_mib / top:,.0f}x the tallest bar",
+                f"capacity {capacity_label or format_mib(capacity_mib, unit)}: "
+                f"{capacity_mib / top:,.0f}x the tallest bar",
                 transform=ax.transAxes,
                 ha="right",
                 va="top",
@@ -205,25 +223,26 @@ def figure_png(fig: Any, dpi: int = 100) -> bytes:
     return buffer.getvalue()
 
 
-def _new_figure(figsize: tuple[float, float] = (7.0, 3.0), right: float = 0.97) -> tuple[Any, Any]:
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=figsize, dpi=100)
-    fig.subplots_adjust(left=0.09, right=right, bottom=0.16, top=0.95)  # fixed margins: no second layout pass
-    return fig, fig.add_subplot()
-
-
 def plot_timeline(
-    ax, timeline: StepTimeline, *, title: str | None = None, label_peak: bool = True, alpha: float = 1.0
+    ax,
+    timeline: StepTimeline,
+    *,
+    title: str | None = None,
+    label_peak: bool = True,
+    alpha: float = 1.0,
+    unit: str = "MiB",
 ) -> None:
-    """Draw one optimizer step's memory timeline on ``ax``: live MiB per category stacked against the operation
+    """Draw one optimizer step's memory timeline on ``ax``: live memory per category stacked against the operation
     index (``COLORS``; ``alpha`` < 1 draws them pale, as the explorer does for predicted timelines), a dotted line at
     each micro-step's forward start and a dashed one at ``optimizer.step()`` (both in the legend), and the peak marked
-    with its value and the largest category alive at that moment."""
+    with its value and the largest category alive at that moment. ``unit``: ``"MiB"`` or ``"GiB"`` for the values
+    (the caller labels the y axis). The x axis leaves 2 % of the operations free at each end, so that a peak on the
+    first or last operation (``optimizer.step()``'s, at large N) stays inside the frame."""
+    scale = UNITS[unit]
     x = range(timeline.operations)
     ax.stackplot(
         x,
-        *(timeline.mib[c] for c in CATEGORIES),
+        *([v / scale for v in timeline.mib[c]] for c in CATEGORIES),
         labels=[c.replace("_", " ") for c in CATEGORIES],
         colors=[COLORS[c] for c in CATEGORIES],
         linewidth=0,
@@ -235,46 +254,20 @@ def plot_timeline(
     step_at = timeline.event_index("optimizer step")
     ax.axvline(step_at, color="black", lw=1.2, ls="--", label="optimizer.step()")
     if timeline.allocator_mib:  # a CUDA device: what the caching allocator held after each operation
-        ax.plot(x, timeline.allocator_mib, color="black", lw=1, label="CUDA allocator")
-    peak, at = timeline.peak_mib, timeline.peak_index
+        ax.plot(x, [v / scale for v in timeline.allocator_mib], color="black", lw=1, label="CUDA allocator")
+    peak, at = timeline.peak_mib / scale, timeline.peak_index
     ax.plot([at], [peak], "v", color="black", ms=7)
     if label_peak:
         breakdown = timeline.at(at)
         largest = max(breakdown, key=breakdown.get).replace("_", " ")
-        ax.annotate(f"peak {format_mib(peak)}\nlargest: {largest}", (at, peak), xytext=(0, 7), textcoords="offset points",
-                    ha="left" if at < 0.5 * timeline.operations else "right", va="bottom", fontsize=9)  # fmt: skip
+        ax.annotate(f"peak {format_mib(timeline.peak_mib, unit)}\nlargest: {largest}", (at, peak), xytext=(0, 7),
+                    textcoords="offset points", ha="left" if at < 0.5 * timeline.operations else "right", va="bottom",
+                    fontsize=9)  # fmt: skip
     ax.set_ylim(0, max(ax.get_ylim()[1], 1.35 * peak))
-    ax.set_xlim(0, timeline.operations - 1)
+    pad = max(1.0, 0.02 * timeline.operations)
+    ax.set_xlim(-pad, timeline.operations - 1 + pad)
     ax.set_xlabel("operation", fontsize=9)
     ax.set_title(title or f"N = {timeline.accum_steps} (micro-batch {timeline.micro_batch_size})", fontsize=10)
-
-
-def timeline_ymax(rows) -> float | None:
-    """One y axis (MiB) for the timelines of every N of a configuration: the tallest of ``rows``' peaks (``StepMemory``
-    s), plus room for the peak's label; ``None`` without rows."""
-    return round(1.35 * max(r.peak_mib for r in rows), 2) if rows else None
-
-
-def timeline_title(timeline: StepTimeline, peak_source: str | None = None) -> str:
-    """The explorer's timeline title: N, the micro-batch, where the timeline comes from, and, when the bar chart's peak
-    at this N comes from elsewhere (``peak_source``: "measured" while the timeline is predicted), that too."""
-    source = "predicted from the profile" if timeline.predicted else "measured"
-    title = f"one optimizer step, N = {timeline.accum_steps} (micro-batch {timeline.micro_batch_size}), {source}"
-    own = "predicted" if timeline.predicted else "measured"
-    return title if peak_source in (None, own) else f"{title} (its peak in the bars: {peak_source})"
-
-
-def timeline_panel_png(timeline: StepTimeline, *, ymax: float | None = None, peak_source: str | None = None) -> bytes:
-    """One timeline as the memory explorer's panel (7 x 2.8 in, PNG bytes): ``plot_timeline`` titled by
-    ``timeline_title``, pale when predicted; ``ymax`` (MiB) fixes the y axis, so that the panels of different N
-    compare."""
-    fig, ax = _new_figure((7.0, 2.8))
-    fig.subplots_adjust(top=0.88, bottom=0.17)
-    plot_timeline(ax, timeline, title=timeline_title(timeline, peak_source), alpha=0.45 if timeline.predicted else 1.0)
-    if ymax is not None:
-        ax.set_ylim(0, ymax)
-    ax.set_ylabel("live MiB", fontsize=9)
-    return figure_png(fig)
 
 
 PARALLEL_COLORS: dict[str, str] = {

@@ -5,7 +5,8 @@ the same in JupyterLab, Binder and Colab, on ipywidgets 8 and on Colab's 7.7 (on
 ``SelectionSlider``, ``ToggleButtons``, ``Dropdown``, ``Button``, ``IntProgress``, ``HTML``, ``Output``; no tooltips).
 
 A slider move only reads cached numbers and redraws (one PNG, a few tens of milliseconds); new measurements run when
-the learner presses **Measure**, behind a progress bar. See ``MemoryExplorer``.
+the learner presses **Measure**, behind a progress bar. See ``MemoryExplorer``; the panels are drawn by
+``gradacc.explorer_draw``.
 """
 
 from __future__ import annotations
@@ -18,8 +19,8 @@ from typing import Any
 
 from . import plots
 from .capacity import CAPACITY_PRESETS, CUDA_CONTEXT_MIB, gpu_capacity, usable_mib
+from .explorer_draw import ExplorerPanels, legend_html, static_view_figure, timeline_title, timeline_ymax, view_unit
 from .memory import (
-    CATEGORIES,
     PARALLEL_MODES,
     MemoryProfile,
     StepConfig,
@@ -44,6 +45,7 @@ __all__ = [
     "CUDA_CONTEXT_MIB",
     "usable_mib",
     "gpu_capacity",
+    "SAVE_FOLDER",
     "MemoryExplorer",
 ]
 
@@ -66,12 +68,8 @@ WORLD_OPTIONS: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64)
 """Ranks (world size) the explorer's data-parallel choice offers."""
 
 
-def _legend_html() -> str:
-    swatch = '<span style="display:inline-block;width:10px;height:10px;background:{};margin:0 3px 0 10px"></span>{}'
-    items = [swatch.format(plots.COLORS[c], c.replace("_", " ")) for c in CATEGORIES]
-    items.append("&nbsp;&nbsp;&#9679; measured peak &nbsp;&#9675; measured on fake tensors &nbsp;- - predicted peak")
-    items.append("&nbsp;&nbsp;pale bars: predicted")
-    return '<div style="font-size:11px">' + "".join(items) + "</div>"
+SAVE_FOLDER = "saved-figures"
+"""Where **Save PNGs** writes, under the notebook's folder; the course's ``.gitignore`` leaves it out of git."""
 
 
 class MemoryExplorer:
@@ -93,8 +91,11 @@ class MemoryExplorer:
 
     * ``accum_slider``: the ``SelectionSlider`` whose description is ``"accumulation steps"``; ``batch_slider``,
       ``width_slider``, ``depth_slider``, ``optimizer_buttons``, ``precision_buttons``, ``capacity_dropdown``,
-      ``parallel_dropdown``, ``world_slider``, ``measure_button``, ``save_button`` (both panels into PNG files: ``save_png``), ``progress``;
+      ``parallel_dropdown``, ``world_slider``, ``measure_button``, ``save_button`` (both panels into PNG files in
+      ``SAVE_FOLDER``: ``save_png``), ``progress``;
     * ``sentence``: an ``HTML`` widget with the CSS class ``gradacc-fits`` holding the "fits / smallest N" sentence;
+      ``title`` (``gradacc-title``) names the model; ``status`` (``gradacc-status``) says what **Measure** did for the
+      configuration shown (empty for another one);
     * ``figure``: the ``Output`` widget with the figure (CSS class ``gradacc-figure``); ``png`` its latest bytes;
       ``timeline_figure`` (``gradacc-timeline``) and ``timeline_png``: the same for the selected N's timeline;
     * ``state()``: a dict of what is shown; ``widget``: the whole ``VBox`` (displaying the explorer displays it).
@@ -157,10 +158,9 @@ class MemoryExplorer:
         self.real_limit_flops = real_limit_flops or (1e15 if on_gpu else 5e10)
         self._measured: dict[StepConfig, dict[int, StepMemory]] = {}
         self._profiles: dict[StepConfig, MemoryProfile] = {}
-        self._predicted: dict[StepConfig, list[StepMemory]] = {}
-        self._chart: tuple | None = None
+        self._notes: dict[StepConfig, str] = {}  # what Measure did, per configuration: shown only with it
+        self.panels = ExplorerPanels()
         self._timelines: dict[tuple[StepConfig, int], StepTimeline] = {}
-        self._timeline_pngs: dict[tuple, bytes] = {}
         if timelines:
             self.add_timelines(config, timelines)
         if measurements:
@@ -174,43 +174,40 @@ class MemoryExplorer:
         self.timeline_png = b""
         self._state: dict[str, Any] = {}
 
+        # Widths that show every label whole (ipywidgets cuts a long one with "...", and 7.7 has no tooltips): a
+        # slider's track gets 40 px or more per position; the capacity menu is as wide as its longest card. Rows wrap
+        # where the notebook is narrower than them, instead of squeezing the sliders.
         wide = {"description_width": "initial"}
-        self.accum_slider = w.SelectionSlider(
-            options=list(ACCUM_OPTIONS),
-            value=accum_steps,
-            description="accumulation steps",
-            continuous_update=False,
-            style=wide,
-        )
-        self.batch_slider = w.SelectionSlider(
-            options=list(BATCH_OPTIONS),
-            value=config.effective_batch_size,
-            description="effective batch",
-            continuous_update=False,
-            style=wide,
-        )
-        self.width_slider = w.SelectionSlider(
-            options=list(WIDTH_OPTIONS), value=config.width, description="width", continuous_update=False, style=wide
-        )
-        self.depth_slider = w.SelectionSlider(
-            options=list(DEPTH_OPTIONS), value=config.depth, description="depth", continuous_update=False, style=wide
-        )
+
+        def slider(options: Sequence[int], value: int, description: str, px: int, **kw: Any) -> Any:
+            return w.SelectionSlider(options=list(options), value=value, description=description, style=wide,
+                                     continuous_update=False, layout={"width": f"{px}px", "flex": "0 0 auto"},
+                                     **kw)  # fmt: skip
+
+        self.accum_slider = slider(ACCUM_OPTIONS, accum_steps, "accumulation steps", 560)
+        self.batch_slider = slider(BATCH_OPTIONS, config.effective_batch_size, "effective batch", 560)
+        self.width_slider = slider(WIDTH_OPTIONS, config.width, "width", 480)
+        self.depth_slider = slider(DEPTH_OPTIONS, config.depth, "depth", 360)
         self.optimizer_buttons = w.ToggleButtons(
             options=[("SGD", "sgd"), ("Adam", "adam")], value=config.optimizer, description="optimizer", style=wide
         )
         self.precision_buttons = w.ToggleButtons(options=[("fp32", "fp32"), ("pure bf16 (not AMP)", "bf16")],
-                                                 value=config.precision, description="precision", style=wide)  # fmt: skip
+                                                 value=config.precision, description="precision",
+                                                 style={**wide, "button_width": "170px"})  # fmt: skip
         self.parallel_dropdown = w.Dropdown(options=list(PARALLEL_MODES), value="none", description="data parallel",
-                                            style=wide)  # fmt: skip
-        self.world_slider = w.SelectionSlider(options=list(WORLD_OPTIONS), value=2, description="ranks",
-                                              continuous_update=False, disabled=True, style=wide)  # fmt: skip
+                                            style=wide, layout={"width": "330px"})  # fmt: skip
+        self.world_slider = slider(WORLD_OPTIONS, 2, "ranks", 400, disabled=True)
+        longest = max(len(label) for label, _ in self.capacities)
         self.capacity_dropdown = w.Dropdown(options=[(label, i) for i, (label, _) in enumerate(self.capacities)],
-                                            value=0, description="capacity", style=wide)  # fmt: skip
+                                            value=0, description="capacity", style=wide,
+                                            layout={"width": f"{110 + 8 * longest}px"})  # fmt: skip
         self.measure_button = w.Button(description="Measure", button_style="primary")
         self.progress = w.IntProgress(value=0, min=0, max=len(ACCUM_OPTIONS) + 1, description="")
         self.status = w.HTML(value="")
+        self.status.add_class("gradacc-status")
         self.title = w.HTML(value="")
-        self.legend = w.HTML(value=_legend_html())
+        self.title.add_class("gradacc-title")
+        self.legend = w.HTML(value=legend_html())
         self.sentence = w.HTML(value="")
         self.sentence.add_class("gradacc-fits")
         self.figure = w.Output()
@@ -218,13 +215,15 @@ class MemoryExplorer:
         self.timeline_figure = w.Output()
         self.timeline_figure.add_class("gradacc-timeline")
         self.save_button = w.Button(description="Save PNGs")
+        wrap = {"flex_flow": "row wrap"}
         self.widget = w.VBox(
             [
-                w.HBox([self.accum_slider, self.batch_slider]),
-                w.HBox([self.width_slider, self.depth_slider]),
-                w.HBox([self.optimizer_buttons, self.precision_buttons]),
-                w.HBox([self.parallel_dropdown, self.world_slider]),
-                w.HBox([self.capacity_dropdown, self.measure_button, self.save_button, self.progress]),
+                w.HBox([self.accum_slider, self.batch_slider], layout=wrap),
+                w.HBox([self.width_slider, self.depth_slider], layout=wrap),
+                w.HBox([self.optimizer_buttons, self.precision_buttons], layout=wrap),
+                w.HBox([self.parallel_dropdown, self.world_slider], layout=wrap),
+                self.capacity_dropdown,
+                w.HBox([self.measure_button, self.save_button, self.progress], layout=wrap),
                 self.status,
                 self.sentence,
                 self.title,
@@ -270,8 +269,6 @@ class MemoryExplorer:
     def add_profile(self, config: StepConfig, profile: MemoryProfile) -> None:
         """Cache the predictor's ``MemoryProfile`` of ``config`` (any effective batch)."""
         self._profiles[self._profile_key(config)] = profile
-        key = self._profile_key(config)
-        self._predicted = {c: rows for c, rows in self._predicted.items() if self._profile_key(c) != key}
 
     def add_timelines(self, config: StepConfig, timelines: Sequence[StepTimeline]) -> None:
         """Cache measured ``StepTimeline`` s of ``config`` (one per N): the timeline panel shows them."""
@@ -294,17 +291,20 @@ class MemoryExplorer:
             self._timelines[(config, n)] = predict_timeline(profile, config.effective_batch_size, n)
         return self._timelines[(config, n)]
 
-    def save_png(self, folder: str = ".") -> list[str]:
-        """Write both panels as PNG files into ``folder`` (``memory-explorer-N8.png``, ``memory-timeline-N8.png``);
-        returns their paths and names them in the status line."""
-        n = self.accum_slider.value
+    def save_png(self, folder: str | Path = SAVE_FOLDER) -> list[str]:
+        """Write both panels as PNG files into ``folder`` (created if needed; default ``SAVE_FOLDER`` under the
+        notebook's folder, which git ignores): ``memory-explorer-N8.png``, ``memory-timeline-N8.png``. Returns their
+        paths; the status line names the folder and the files."""
+        n, folder = self.accum_slider.value, Path(folder).resolve()
+        folder.mkdir(parents=True, exist_ok=True)
         paths = []
         for name, data in (("memory-explorer", self.png), ("memory-timeline", self.timeline_png)):
             if data:
-                path = Path(folder) / f"{name}-N{n}.png"
+                path = folder / f"{name}-N{n}.png"
                 path.write_bytes(data)
                 paths.append(str(path))
-        self.status.value = f"saved {', '.join(paths)}"
+        ignored = " (the course's .gitignore leaves this folder out of git)" if folder.name == SAVE_FOLDER else ""
+        self.status.value = f"saved {' and '.join(Path(p).name for p in paths)} into {folder}{ignored}"
         return paths
 
     @property
@@ -356,7 +356,8 @@ class MemoryExplorer:
     def state(self) -> dict[str, Any]:
         """What the explorer shows now: the controls' values, the peak at the selected N and where it comes from
         (``"measured"``, ``"measured on fake tensors"``, ``"predicted"`` or ``None``), ``fits``,
-        ``smallest_accum_steps``, the ``sentence`` text, ``redraws`` and ``last_redraw_s``."""
+        ``smallest_accum_steps``, the ``sentence`` text, the view's ``unit`` (``"MiB"`` or ``"GiB"``), the ``status``
+        line, the timeline panel's ``timeline_*``, ``redraws`` and ``last_redraw_s``."""
         return dict(self._state)
 
     def redraw(self) -> None:
@@ -384,74 +385,31 @@ class MemoryExplorer:
             "capacity_label": label,
             "capacity_mib": capacity,
             "peak_mib": current.peak_mib if current else None,
-            "source": None,
-            "fits": None,
-            "smallest_accum_steps": None,
+            "source": current.source if current else None,
+            "unit": view_unit(rows),
+            **self._summary(config, n, rows),  # sentence, fits, smallest_accum_steps
         }
-        if current is None and rows:  # data parallel: N x ranks does not divide the effective batch
-            text = f"N = {n} on {world} ranks does not divide the effective batch {config.effective_batch_size}."
-        elif current is None:
-            text = (
-                f"N = {n}: nothing measured yet for {config.label()}. Press Measure "
-                "(a probe for the predictor, then one step per N)."
-            )
-        else:
-            state["source"] = current.source
-            b = current.breakdown_mib
-            summary = plots.fits_summary(
-                {r.accum_steps: r.peak_mib for r in rows},
-                n,
-                capacity,
-                label,
-                micro_batch_size=current.micro_batch_size,
-                persistent_mib=2 * b["parameters"] + b["optimizer_state"],  # the gradient buffer matches the parameters
-                source=state["source"],
-            )
-            text = summary["text"]
-            state.update(fits=summary["fits"], smallest_accum_steps=summary["smallest_accum_steps"])
-        state["sentence"] = text
-        self.sentence.value = f"<span>{text}</span>"
+        self.sentence.value = f"<span>{state['sentence']}</span>"
         per_rank = "" if mode == "none" else f"; {mode} on {world} ranks: ONE rank's memory, predicted"
         self.title.value = f"<b>{config.label()}{per_rank}</b>"
+        self.status.value = state["status"] = self._notes.get(config, "")  # what Measure did for THIS configuration
 
         key = (config, label, capacity, tuple((r.accum_steps, r.method, r.fake, r.peak_mib) for r in rows))
-        if rows and self._chart is not None and self._chart[0] == key and n in self._chart[2]["ns"]:
-            # only N changed: move the outline, keep every other artist (creating them is half a redraw's time)
-            fig, info = self._chart[1], self._chart[2]
-            i = info["ns"].index(n)
-            info["outline"].set_x(i - 0.35)
-            info["outline"].set_height(info["tops"][i])
-        else:
-            fig, ax = plots._new_figure()
-            if rows:
-                info = plots.plot_breakdown(
-                    ax,
-                    rows,
-                    predicted=predicted,
-                    selected=n,
-                    capacity_mib=capacity,
-                    capacity_label=label,
-                    legend=False,
-                )
-                self._chart = (key, fig, info)
-            else:
-                ax.text(
-                    0.5, 0.5, "nothing measured yet: press Measure", ha="center", va="center", transform=ax.transAxes
-                )
-                ax.set_axis_off()
-                self._chart = None
-        self.png = plots.figure_png(fig)
+        self.png = self.panels.bars_png(key, rows, predicted, selected=n, capacity_mib=capacity, capacity_label=label,
+                                        unit=state["unit"])  # fmt: skip
         with self.figure:
             self.figure.clear_output(wait=True)
             display(Image(data=self.png, format="png"))
         timeline = self.timeline() if mode == "none" else None  # timelines are of one process
         state["timeline_source"] = None if timeline is None else ("predicted" if timeline.predicted else "measured")
         state["timeline_teeth"] = None if timeline is None else timeline.teeth()
-        state["timeline_ymax"] = plots.timeline_ymax(rows)
-        state["timeline_title"] = None if timeline is None else plots.timeline_title(timeline, state["source"])
+        state["timeline_ymax"] = timeline_ymax(rows)
+        state["timeline_title"] = None if timeline is None else timeline_title(timeline, state["source"])
         self.timeline_png = self._timeline_png(config, n, timeline, rows)
         with self.timeline_figure:
-            self.timeline_figure.clear_output(wait=True)
+            # no timeline (a model not measured yet, data parallel): the panel empties at once instead of keeping
+            # the previous model's timeline until the next image (what wait=True would do)
+            self.timeline_figure.clear_output(wait=bool(self.timeline_png))
             if self.timeline_png:
                 display(Image(data=self.timeline_png, format="png"))
         self.redraws += 1
@@ -459,15 +417,52 @@ class MemoryExplorer:
         state.update(redraws=self.redraws, last_redraw_s=self.last_redraw_s)
         self._state = state
 
+    def _summary(self, config: StepConfig, n: int, rows: list[StepMemory]) -> dict[str, Any]:
+        """``{"sentence", "fits", "smallest_accum_steps"}`` at N = ``n`` (``plots.fits_summary``, the view's unit)."""
+        label, capacity = self.capacity
+        current = next((r for r in rows if r.accum_steps == n), None)
+        if current is None and rows:  # data parallel: N x ranks does not divide the effective batch
+            world = self.parallel[1]
+            text = f"N = {n} on {world} ranks does not divide the effective batch {config.effective_batch_size}."
+            return {"sentence": text, "fits": None, "smallest_accum_steps": None}
+        if current is None:
+            text = (f"N = {n}: nothing measured yet for {config.label()}. Press Measure (a probe for the predictor, "
+                    "then one step per N).")  # fmt: skip
+            return {"sentence": text, "fits": None, "smallest_accum_steps": None}
+        b = current.breakdown_mib
+        summary = plots.fits_summary(
+            {r.accum_steps: r.peak_mib for r in rows},
+            n,
+            capacity,
+            label,
+            micro_batch_size=current.micro_batch_size,
+            persistent_mib=2 * b["parameters"] + b["optimizer_state"],  # the gradient buffer matches the parameters
+            source=current.source,
+            unit=view_unit(rows),
+        )
+        return {"sentence": summary.pop("text"), **summary}
+
+    def static_view(self) -> Any:
+        """The explorer as one picture (``explorer_draw.static_view_figure``), what a page without a kernel shows: the
+        bars, and the sentence and timeline at the selected N and at one more N (the smallest N that fits, or N = 1
+        when that is the selected one or none fits); ``None`` before anything is measured or with data parallelism."""
+        config, n = self.config, self.accum_slider.value
+        rows, predicted = self._rows(config)
+        if not rows or self.parallel[0] != "none":
+            return None
+        other = self._summary(config, n, rows)["smallest_accum_steps"]
+        other = other if other not in (None, n) else (1 if n != 1 else ACCUM_OPTIONS[1])
+        views = {k: (self._summary(config, k, rows)["sentence"], self.timeline(k)) for k in (n, other)}
+        label, capacity = self.capacity
+        return static_view_figure(config.label(), rows, predicted, views, capacity_mib=capacity, capacity_label=label)
+
     def _timeline_png(self, config: StepConfig, n: int, timeline: StepTimeline | None, rows: list) -> bytes:
         """The timeline panel as PNG, drawn once per (configuration, N, y axis from ``rows``, source), then reused."""
         if timeline is None:
             return b""
-        ymax, source = plots.timeline_ymax(rows), next((r.source for r in rows if r.accum_steps == n), None)
+        ymax, source = timeline_ymax(rows), next((r.source for r in rows if r.accum_steps == n), None)
         key = (config, n, timeline.predicted, timeline.peak_mib, ymax, source)
-        if key not in self._timeline_pngs:
-            self._timeline_pngs[key] = plots.timeline_panel_png(timeline, ymax=ymax, peak_source=source)
-        return self._timeline_pngs[key]
+        return self.panels.timeline_png(key, timeline, ymax=ymax, peak_source=source, unit=view_unit(rows))
 
     # -- measuring -----------------------------------------------------------------------------------------------
     def _runs_for_real(self, config: StepConfig, profile: MemoryProfile) -> bool:
@@ -505,9 +500,10 @@ class MemoryExplorer:
                 if real:  # the timeline panel's measured timeline (one more step on the counter)
                     self.add_timelines(config, [timeline_config(config, n)])
                 self.progress.value = i + 2
-            self.status.value = f"measured N = {', '.join(map(str, values))} {how}; the rest is predicted"
+            self._notes[config] = f"measured N = {', '.join(map(str, values))} {how}; the rest is predicted"
         except Exception as exc:  # shown in the widget; the learner's kernel keeps running
-            self.status.value = f"<b>measuring failed:</b> {type(exc).__name__}: {exc}"
+            self._notes[config] = f"<b>measuring failed:</b> {type(exc).__name__}: {exc}"
+            self.status.value = self._notes[config]
             raise
         finally:
             self.measure_button.disabled = False
@@ -521,10 +517,12 @@ class MemoryExplorer:
             pass  # already shown in self.status
 
     def _ipython_display_(self) -> None:
-        """The widget; on ipywidgets 8 with its opening figure as ``image/png`` too, which a page without a kernel
-        (GitHub, the course's website) shows, while JupyterLab's widget renderer outranks it (Colab's 7.7: the widget)."""
+        """The widget; on ipywidgets 8 with its picture (``static_view``) as ``image/png`` too, which a page without a
+        kernel (GitHub, the course's website) shows, while JupyterLab's widget renderer outranks it (Colab's 7.7: the
+        widget)."""
         from IPython.display import display
 
         bundle = (getattr(self.widget, "_repr_mimebundle_", None) or (lambda: None))()
-        png = {"image/png": base64.b64encode(self.png).decode("ascii")} if bundle and self.png else None
+        picture = self.static_view() if bundle else None
+        png = {"image/png": base64.b64encode(plots.figure_png(picture)).decode("ascii")} if picture else None
         display({**bundle, **png} if png else self.widget, raw=bool(png))

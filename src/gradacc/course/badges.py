@@ -2,9 +2,10 @@
 
 ``gradacc badges`` inserts or refreshes, in every notebook of ``lessons/``, ``solutions/`` and ``exercises/``:
 
-* a markdown cell with id ``gradacc-badges`` right after the title cell: an "Open in Colab" and a "launch Binder" badge
-  for that very file (``https://colab.research.google.com/github/OWNER/REPO/blob/BRANCH/PATH`` and
-  ``https://mybinder.org/v2/gh/OWNER/REPO/BRANCH?labpath=PATH``);
+* a markdown cell with id ``gradacc-badges`` right after the title cell: links that open that very file on Colab and on
+  Binder (``https://colab.research.google.com/github/OWNER/REPO/blob/BRANCH/PATH`` and
+  ``https://mybinder.org/v2/gh/OWNER/REPO/BRANCH?labpath=PATH``), as text: a badge image needs the internet, and an
+  offline JupyterLab shows a broken image with its alt text in its place (the README and the website keep the images);
 * a markdown cell with id ``gradacc-nav`` as the last cell: links to the previous and next notebook of the same folder
   (titles from their ``# NN · Topic`` headings), to the lesson or the exercise of the same number, and to the README;
 * the repository URL in the Colab install line of the setup cell (``"gradacc[libs] @ git+https://github.com/..."``);
@@ -139,8 +140,9 @@ def read_repository(pyproject: Path, *, repository: str | None = None, branch: s
 
 def badges_markdown(repo: Repository, path: str) -> str:
     """The source of the badges cell for the notebook at ``path`` (relative to the repository root, e.g.
-    ``lessons/03_memory.ipynb``)."""
-    return f"{repo.colab_badge(path)} {repo.binder_badge(path)}"
+    ``lessons/03_memory.ipynb``): two text links, which read the same offline (no image to load)."""
+    colab, binder = repo.colab_url(path), repo.binder_url(path)
+    return f"Run this notebook online, with nothing to install: [Colab]({colab}) · [Binder]({binder})"
 
 
 def _title(path: Path) -> str:

@@ -23,6 +23,8 @@ __all__ = [
     "BINDER_ENV_VARS",
     "COLAB_ENV_VARS",
     "LIBRARIES",
+    "EXTRAS",
+    "install_hint",
     "Runtime",
     "runtime",
     "pick_device",
@@ -67,8 +69,24 @@ LIBRARIES: tuple[str, ...] = (
     "optax",
     "transformers",
     "accelerate",
+    "datasets",
+    "tokenizers",
+    "trl",
+    "peft",
+    "pytorch-lightning",
+    "keras",
 )
-"""The distributions lesson 00 reports (the last four are needed from lesson 04 on)."""
+"""The distributions lesson 00 reports: the core, then the ``libs`` and the ``stacks`` extras (``EXTRAS``)."""
+
+EXTRAS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "libs": (
+        "JAX, optax, Transformers, Accelerate, datasets, tokenizers",
+        ("03", "04", "05", "06", "07", "09", "10", "11"),
+    ),
+    "stacks": ("TRL, PEFT, Lightning, Keras 3", ("10",)),
+}
+"""The package's optional extras (``pyproject.toml``): extra -> (what it installs, the lessons that need it: their code,
+the ``gradacc`` modules they import or the worker processes they start; ``tests/test_environment.py`` reads them)."""
 
 
 def runtime(environ: Mapping[str, str] | None = None, modules: Container[str] | None = None) -> Runtime:
@@ -166,6 +184,26 @@ def unmet_requirements(distribution: str = "gradacc", extras: Iterable[str] = ()
         if not req.specifier.contains(installed, prereleases=True):
             problems.append(f"{req.name}{req.specifier}: installed {installed}")
     return problems
+
+
+def install_hint(extra: str, where: Runtime | None = None) -> str:
+    """How to install what the extra ``extra`` needs (``EXTRAS``) where the notebook runs (default: ``runtime()``).
+
+    On Colab the first cell of each lesson installs the course with the extras it needs (lesson 10's: ``stacks``);
+    elsewhere ``make lab`` installs every extra, and pip the one asked for (``stacks`` with ``libs``, which lesson 10
+    also needs).
+
+    Raises:
+        ValueError: an unknown extra.
+    """
+    if extra not in EXTRAS:
+        raise ValueError(f"extra must be one of {list(EXTRAS)}, got {extra!r}")
+    lessons = EXTRAS[extra][1]
+    if (where or runtime()) == "colab":
+        first = "this lesson's first cell" if extra == "libs" else f"the first cell of lesson {lessons[0]}"
+        return f"on Colab, {first} installs them: run it (`gradacc[libs{',stacks' if extra == 'stacks' else ''}]`)"
+    extras = "libs" if extra == "libs" else "libs,stacks"
+    return f"run `make lab` in the course's folder (it installs every extra), or `pip install -e '.[{extras}]'` there"
 
 
 def _cgroup_limit_bytes(root: Path) -> int | None:

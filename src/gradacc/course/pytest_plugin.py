@@ -17,6 +17,11 @@ compared (its errors still fail it): the grader judges a submission the same way
 saved, then fixed the code without re-running the check cell passes; a wrong answer fails at its check, whose report
 starts with the exercise's number and the check's reason (``CheckFailed``'s message), without colour codes when the
 output is not a terminal.
+
+**Names a learner can find.** nbval names a cell by its index among the CODE cells (``Cell 3``); JupyterLab's status
+bar counts ALL cells (``Cell 7/11``). A check cell's test is named with both and its exercise:
+``exercises/10_stacks.ipynb::Cell 3 (check 10.1, cell 8/12 in JupyterLab)``, in the summary line and the failure's
+header alike.
 """
 
 from __future__ import annotations
@@ -30,7 +35,8 @@ from ..i18n import ENV_VAR, N_, translate
 
 # the plugin's learner-facing lines, translated into the notebook's language where they are printed
 _FAILED = N_("Exercise {exercise}: its check cell failed (nbval's report below says how)")
-_WHERE = N_("(the check cell `{source}`)")
+_WHERE = N_("(the check cell `{source}`: {where})")
+_POSITION = N_("check {check}, cell {position}/{total} in JupyterLab")
 OUTPUT_TIMEOUT_S = 60.0
 """Seconds nbval waits for each output message after a cell's reply (nbval's own value is 5)."""
 
@@ -53,12 +59,26 @@ def _language(notebook) -> str:
     return chosen or os.environ.get(ENV_VAR) or "en"
 
 
+def _name_for_the_learner(item, check: str, language: str = "en") -> str:
+    """Rename a check cell's nbval item to ``Cell N (check X.Y, cell K/T in JupyterLab)`` (in the notebook's
+    language); returns the part in parentheses."""
+    cells = item.parent.nb.cells
+    position = next(i for i, cell in enumerate(cells) if cell is item.cell) + 1
+    where = translate(_POSITION, language).format(check=check, position=position, total=len(cells))
+    item.name = f"Cell {item.cell_num} ({where})"
+    item._nodeid = f"{item.nodeid.rsplit('::', 1)[0]}::{item.name}"  # pytest has no public way to rename an item
+    path, line, description = item.reportinfo()
+    item.reportinfo = lambda: (path, line, f"{description} ({where})")
+    return where
+
+
 def _judge_code_only(item, check: str | None, markup: bool, language: str = "en") -> None:
     if check is None:
         item.options["check"] = False  # a learner's saved output is no evidence; an error still fails the cell
         item.cell.outputs = []
         return
     item.options["check"] = True
+    where = _name_for_the_learner(item, check, language)
     line = translate("Exercise {exercise}: correct", language).format(exercise=check)  # as the notebook prints it
     item.cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text=line + "\n")]
     item.cell.execution_count = item.cell.execution_count or 1
@@ -68,8 +88,8 @@ def _judge_code_only(item, check: str | None, markup: bool, language: str = "en"
         report = str(plain(excinfo, **kwargs))
         first = next((m.group(1) for m in re.finditer(r"CheckFailed: (.+)", _ANSI.sub("", report))), None)
         head = first or translate(_FAILED, language).format(exercise=check)
-        where = translate(_WHERE, language).format(source=item.cell.source.strip())
-        report = f"{head}\n{where}\n\n{report}"
+        cell = translate(_WHERE, language).format(source=item.cell.source.strip(), where=where)
+        report = f"{head}\n{cell}\n\n{report}"
         return report if markup else _ANSI.sub("", report)
 
     item.repr_failure = repr_failure

@@ -41,9 +41,9 @@ from .notebooks import _dump, _tags, reading_minutes
 NOTEBOOK_FOLDERS = ("lessons", "exercises")  # what the site publishes besides docs/; solutions/ and hidden/ never
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 LIVE_NOTE = (
-    "```{note}\nThis is the figure the widget opens with. Its sliders run live in the notebook, which needs a Python "
-    "kernel: launch it on Binder or Colab (the rocket button at the top of this page) or run it in JupyterLab "
-    "(`make lab`).\n```"
+    "```{note}\nThe picture above is the widget as it opens: for the memory explorer, its bars, and its verdict and "
+    "timeline at two values of N. The interactive widget (sliders, buttons) needs a Python kernel: it runs in "
+    "JupyterLab (`make lab`), on Colab or on Binder (the rocket button at the top of this page opens both).\n```"
 )
 _LINK = re.compile(r"(!?\[[^\]]*\]\()([^)\s]+)(\))")
 TABLE_MARK = re.compile(r"^<!-- gradacc site: the lesson table.*-->$", re.M)
@@ -161,10 +161,11 @@ def glossary_page(root: Path) -> str:
     )
 
 
-def _mathjax(root: Path, static: Path) -> None:
+def _mathjax(root: Path, folder: Path) -> None:
     """MathJax 3 from npm (``docs/package.json``; ``npm ci`` in ``build/site-npm``, once per lock file) into
-    ``static/mathjax``: the combined TeX component, the extensions it loads on demand, the CHTML fonts, the menu and
-    accessibility components."""
+    ``folder/mathjax``: the combined TeX component, the extensions it loads on demand, the CHTML fonts, the menu and
+    accessibility components. Not into ``_static``: Jupyter Book puts a script tag for every ``.js`` file there on
+    every page, and MathJax's components, loaded that way as well as by MathJax itself, raised 6 errors per page."""
     npm = shutil.which("npm")
     if npm is None:
         raise RuntimeError(
@@ -185,7 +186,7 @@ def _mathjax(root: Path, static: Path) -> None:
             raise RuntimeError(f"npm ci failed in {npm_dir}:\n{proc.stdout}\n{proc.stderr}")
         done.write_bytes(lock)
     es5 = npm_dir / "node_modules" / "mathjax" / "es5"
-    target = static / "mathjax"
+    target = folder / "mathjax"
     target.mkdir(parents=True)
     shutil.copy2(es5 / "tex-mml-chtml.js", target)
     for sub in ("input", "output/chtml", "ui", "a11y", "sre", "adaptors"):
@@ -234,7 +235,7 @@ def stage(root: Path, src: Path) -> list[str]:
     (src / "_config.yml").write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
     shutil.copy2(root / "docs" / "_toc.yml", src / "_toc.yml")
     shutil.copytree(root / "docs" / "_static", src / "_static")
-    _mathjax(root, src / "_static")
+    _mathjax(root, src / "_extra")  # published as mathjax/ (html_extra_path), not loaded by every page
     return pages + ["docs/glossary.md"]
 
 

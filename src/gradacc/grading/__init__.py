@@ -9,7 +9,7 @@ Nothing a student can edit decides a score. For every (student, exercise) the gr
 3. puts them into a copy of the pristine reference notebook (``solutions/NN_topic.ipynb``): check cells, expected
    outputs, points, tags and markers all come from the reference; hidden checks (``hidden/NN_topic.py``, see
    ``load_hidden``) are inserted right after the check cell they belong to;
-4. runs that merged notebook with ``pytest --nbval-lax`` in a separate process (``gradacc.course.notebooks.run_nbval``) in a
+4. runs that merged notebook with ``pytest --nbval-lax`` in a separate process (``gradacc.course.nbval_run.run_nbval``) in a
    temporary folder, with a wall-clock limit per notebook and per cell, a memory limit, a cap on output size and a
    watchdog on the kernel (``gradacc.grading.plugin``), that process and its kernel inside a bubblewrap sandbox (no
    network, none of the instructor's files or other students', a size-capped scratch folder, its own pid namespace:

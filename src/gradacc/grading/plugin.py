@@ -19,7 +19,7 @@ starts. In that process, before the kernel exists, it:
   (event ``output-limit``): what the runner holds in memory stays bounded by the cap;
 * notices a dead kernel within half a second instead of waiting for the cell timeout (event ``kernel-died``), and
   records cell timeouts (event ``cell-timeout``);
-* sends, through the runner's report pipe (``gradacc.course.notebooks.run_nbval``: a descriptor only the runner holds,
+* sends, through the runner's report pipe (``gradacc.course.nbval_run.run_nbval``: a descriptor only the runner holds,
   never a file), each cell as it starts, the events above as they happen, and, for every cell whose metadata carries
   ``gradacc_capture`` (a key chosen by the grader), the text the cell printed to stdout plus the ``text/plain`` of its
   results (capped), its stderr (capped) and its error name and value; at the end, which of the file names the grader
@@ -204,7 +204,7 @@ def pytest_configure(config) -> None:
     _settings.update(json.loads(raw))
     _state["report"] = config.pluginmanager.get_plugin("gradacc-report")
     if _state["report"] is None:
-        raise RuntimeError("the grading plugin runs only under gradacc.course.notebooks.run_nbval (its report pipe)")
+        raise RuntimeError("the grading plugin runs only under gradacc.course.nbval_run.run_nbval (its report pipe)")
     _die_with_the_grader(_settings.get("grader_pid"))
     if _settings.get("memory_bytes"):
         resource.setrlimit(resource.RLIMIT_DATA, (_settings["memory_bytes"], _settings["memory_bytes"]))

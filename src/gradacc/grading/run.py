@@ -13,7 +13,7 @@ from pathlib import Path
 
 import nbformat
 
-from ..course.notebooks import NbvalRun, run_nbval
+from ..course.nbval_run import NbvalRun, run_nbval
 from .gradebook import GradingError, Reference, Settings
 from .merge import merge_submission
 from .sandbox import Sandbox

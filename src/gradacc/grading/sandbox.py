@@ -15,7 +15,7 @@ command of one grading run (``pytest --nbval-lax`` and, under it, the kernel) in
   (bubblewrap's ``--size``; it caps bytes, not the number of empty files): HOME and TMPDIR point into it, and
   ``/dev/shm`` (POSIX semaphores, shared memory) is a second one of the same size. The merged notebook is bound into
   it read-only: the run can write no file of the machine's disk. Its verdicts leave through the runner's report pipe
-  (``gradacc.course.notebooks.run_nbval``), a descriptor that ``bwrap`` passes on to the grading process only; the
+  (``gradacc.course.nbval_run.run_nbval``), a descriptor that ``bwrap`` passes on to the grading process only; the
   kernel, started by it, does not inherit it, and cannot open it through ``/proc`` (the grading process is not
   dumpable);
 * its own pid namespace, whose init is the grading process (``--as-pid-1``): when it ends, the kernel kills every

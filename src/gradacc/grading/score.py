@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
-from ..course.notebooks import NbvalRun
+from ..course.nbval_run import NbvalRun
 from .discover import Found, discover, load_references, read_submission
 from .gradebook import Gradebook, GradingError, Reference, Row, Settings, _code, _md, _num, _short
 from .merge import _flags, identify, match_solutions, merge_submission

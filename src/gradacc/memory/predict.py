@@ -68,6 +68,7 @@ class MemoryProfile:
     timeline_temporaries: list[tuple[float, float]] = field(default_factory=list)
     timeline_gradients: list[float] = field(default_factory=list)
     timeline_backward_start: int = 0
+    timeline_step: list[float] = field(default_factory=list)
     description: str = ""
 
     @classmethod
@@ -137,17 +138,19 @@ def _forward_backward_timeline(model, optimizer, x, y, loss_fn, items) -> tuple[
     return counter.timeline, saved, backward_start
 
 
-def _optimizer_step_extra(model, optimizer) -> int:
-    """Bytes above the persistent state at the peak of one ``optimizer.step()`` (gradients must be in place)."""
+def _optimizer_step_extra(model, optimizer) -> tuple[int, list[float]]:
+    """Bytes above the persistent state at the peak of one ``optimizer.step()`` (gradients must be in place), and
+    after each of its operations."""
     counter = LiveStorageCounter()
     counter.track(model, optimizer)
     base = counter.current_bytes
+    counter.timeline = []
     try:
         with counter:
             optimizer.step()
     finally:
         counter.remove_hooks()
-    return counter.peak_bytes - base
+    return counter.peak_bytes - base, [float(acts + temps) for acts, temps, _ in counter.timeline]
 
 
 def profile_model(
@@ -192,7 +195,7 @@ def profile_model(
     for x, y in ((x1, y1), (x2, y2)):
         optimizer.zero_grad(set_to_none=True)
         probes.append(_forward_backward_timeline(model, optimizer, x, y, loss_fn, _window_items(y, fake)))
-    step_extra = _optimizer_step_extra(model, optimizer)  # with the gradients of the last probe in place
+    step_extra, step_timeline = _optimizer_step_extra(model, optimizer)  # with the gradients of the last probe in place
     optimizer.zero_grad(set_to_none=True)
     (t1, s1, _), (t2, s2, backward_start) = probes
     if len(t1) != len(t2):
@@ -220,6 +223,7 @@ def profile_model(
         timeline_temporaries=temps,
         timeline_gradients=grads,
         timeline_backward_start=backward_start,
+        timeline_step=step_timeline,
         description=description,
     )
 

@@ -233,8 +233,9 @@ def timeline_config(
 def predict_timeline(profile: MemoryProfile, effective_batch_size: int, accum_steps: int) -> StepTimeline:
     """The timeline ``predict_step`` implies, without running the model: the profile's forward+backward timeline at
     micro-batch b = effective batch / N, N times (the gradient buffer is what the first backward pass has written so
-    far, then the whole buffer), then ``optimizer.step()`` (its scratch on top of the persistent state) and
-    ``zero_grad``. Its peak equals ``predict_step``'s. Needs a profile from ``profile_model`` (with a timeline).
+    far, then the whole buffer), then ``optimizer.step()`` operation by operation (the profile's ``timeline_step``:
+    its scratch on top of the persistent state, as many operations as the measured step has) and ``zero_grad``. Its
+    peak equals ``predict_step``'s. Needs a profile from ``profile_model`` (with a timeline).
 
     Raises:
         ValueError: bad N, an effective batch not divisible by N, or a profile without a timeline (``analytic``).
@@ -264,6 +265,7 @@ def predict_timeline(profile: MemoryProfile, effective_batch_size: int, accum_st
             grads = g if k == 1 else p.gradient_bytes
             point(_mib(grads), _mib(max(0.0, af + a_s * b)), _mib(max(0.0, tf + ts * b)))
     events.append((len(mib["parameters"]), "optimizer step", 0))
-    point(_mib(p.gradient_bytes), temporaries=_mib(p.optimizer_step_bytes))
+    for scratch in p.timeline_step or [p.optimizer_step_bytes]:  # each operation of optimizer.step(), as profiled
+        point(_mib(p.gradient_bytes), temporaries=_mib(scratch))
     point(0.0)  # after zero_grad(set_to_none=True)
     return StepTimeline(accum_steps=accum_steps, micro_batch_size=b, mib=mib, events=events, predicted=True)

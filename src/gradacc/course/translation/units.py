@@ -26,7 +26,8 @@ __all__ = ["Segment", "markdown_segments", "code_segments", "join", "strip_comme
 
 # comments that tools read, never translated
 _MARKERS = re.compile(
-    r"^#+\s*(noqa|type:|fmt:|pragma|pylint|NBVAL_|BEGIN SOLUTION|END SOLUTION|YOUR CODE HERE|ruff|isort|SBATCH)|^#!", re.I
+    r"^#+\s*(noqa|type:|fmt:|pragma|pylint|NBVAL_|BEGIN SOLUTION|END SOLUTION|YOUR CODE HERE|ruff|isort|SBATCH)|^#!",
+    re.I,
 )
 _CODE_SPAN = re.compile(r"(`+)(.+?)\1", re.S)
 _MATH = re.compile(r"\$\$.+?\$\$|\$[^$\n]+\$", re.S)
