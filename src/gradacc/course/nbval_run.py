@@ -18,7 +18,6 @@ __all__ = ["NbvalRun", "run_nbval", "TREE_SAMPLE_S"]
 
 
 @dataclass
-@dataclass
 class NbvalRun:
     """The result of ``run_nbval``: exit code, wall seconds, the kernel's peak memory, and per-cell outcomes."""
 
