@@ -78,7 +78,7 @@ class Report:
         channel.flush()
 
     def pytest_runtest_logreport(self, report):
-        match = re.search(r"::Cell (\d+)$", report.nodeid)
+        match = re.search(r"::Cell (\d+)(?: \(.*\))?$", report.nodeid)  # a check named for the learner: "Cell 3 (check ...)"
         if match and (report.when == "call" or not report.passed):
             message = ""
             if report.failed:
