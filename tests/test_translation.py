@@ -301,8 +301,9 @@ arguments; ``epoch_on_ranks``'s ``what`` goes into ``gradacc.launch``'s English 
 
 
 def _check_module_strings(name: str) -> tuple[list[str], list[str]]:
-    """The messages module ``gradacc.course.checks.<name>`` marks (``_("...")``, ``N_("...")``), and the English prose
-    it would print without a lookup: an f-string with two words in a row, or a string literal returned or raised."""
+    """The messages module ``gradacc.course.checks.<name>`` marks (``_("...")``, ``N_("...")``), and what it would
+    print wrong: English prose without a lookup (an f-string with two words in a row, or a string literal returned or
+    raised), a message formatted with other values than its placeholders, or a variable named ``_``."""
     import ast
 
     tree = ast.parse((ROOT / "src" / "gradacc" / "course" / "checks" / f"{name}.py").read_text(encoding="utf-8"))
@@ -319,6 +320,15 @@ def _check_module_strings(name: str) -> tuple[list[str], list[str]]:
         if isinstance(node, ast.Call) and getattr(node.func, "id", None) in ("_", "N_"):
             marked.append(node.args[0].value)
             return
+        if isinstance(node, ast.Name) and node.id == "_" and isinstance(node.ctx, ast.Store):
+            prose.append(f"{name}.{function}: assigns _, which hides gettext's _() in that whole function")
+        if isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "format":  # _("... {x}").format(x=...)
+            looked_up = node.func.value
+            if isinstance(looked_up, ast.Call) and getattr(looked_up.func, "id", None) == "_":
+                names = set(re.findall(r"\{(\w+)\}", looked_up.args[0].value))
+                given = {k.arg for k in node.keywords}
+                if names != given:
+                    prose.append(f"{name}.{function}: {looked_up.args[0].value!r} is given {sorted(given)}")
         if isinstance(node, ast.JoinedStr):
             text = "".join(v.value for v in node.values if isinstance(v, ast.Constant))
             if words(text):

@@ -76,7 +76,7 @@ _GC_MEMORY_CASES = ((48, 3, 256, 0.1, 0), (40, 4, 256, 0.2, 500))
 
 
 def _gc_setup(n: int, hidden: int, start: int, seed: int):
-    x, _ = load_digits_tensors()
+    x = load_digits_tensors()[0]
     views_a, views_b = two_views(x[start : start + n])
     encoder = make_digits_model(seed=seed, hidden=hidden, depth=2)
     return encoder, views_a, views_b
@@ -113,8 +113,8 @@ def check_grad_cache_gradient(grad_cache_backward: Callable[..., float]) -> None
     def body() -> str | None:
         for seed, (n, accum_steps, hidden, temperature, start) in enumerate(_GC_CASES):
             encoder, views_a, views_b = _gc_setup(n, hidden, start, seed)
-            want_loss, want, _ = _full_batch(encoder, views_a, views_b, temperature)
-            loss, grads, _ = _learner(grad_cache_backward, encoder, views_a, views_b, accum_steps, temperature)
+            want_loss, want, _peak = _full_batch(encoder, views_a, views_b, temperature)
+            loss, grads, _peak = _learner(grad_cache_backward, encoder, views_a, views_b, accum_steps, temperature)
             case = _("batch of {n}, accum_steps={accum_steps}").format(n=n, accum_steps=accum_steps)
             if any(g is None for g in grads):
                 return _(
@@ -153,8 +153,8 @@ def check_grad_cache_memory(grad_cache_backward: Callable[..., float]) -> None:
     def body() -> str | None:
         for seed, (n, accum_steps, hidden, temperature, start) in enumerate(_GC_MEMORY_CASES):
             encoder, views_a, views_b = _gc_setup(n, hidden, start, seed)
-            _, want, full_peak = _full_batch(encoder, views_a, views_b, temperature)
-            _, grads, peak = _learner(grad_cache_backward, encoder, views_a, views_b, accum_steps, temperature)
+            _loss, want, full_peak = _full_batch(encoder, views_a, views_b, temperature)
+            _loss, grads, peak = _learner(grad_cache_backward, encoder, views_a, views_b, accum_steps, temperature)
             case = _("batch of {n}, accum_steps={accum_steps}").format(n=n, accum_steps=accum_steps)
             if (
                 any(g is None for g in grads)

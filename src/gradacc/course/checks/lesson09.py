@@ -149,7 +149,7 @@ def run_micro_steps(
     Returns:
         ``(stats, the returned losses)``; the model's ``.grad`` holds the window's gradient.
     """
-    items = sum(len(labels) for _, labels in micro_batches)
+    items = sum(len(labels) for _inputs, labels in micro_batches)
     stats = new_stats()
     torch._dynamo.reset()
     try:
@@ -221,7 +221,7 @@ def _nonfinite_problem(micro_step: Callable) -> str | None:
     inputs = micro_batches[1][0].clone()
     inputs[0, 0] = float("inf")  # one infinite pixel: that micro-batch's loss is NaN
     micro_batches[1] = (inputs, micro_batches[1][1])
-    stats, _ = run_micro_steps(micro_step, make_digits_model(seed=0, hidden=32, depth=2), micro_batches)
+    stats, _losses = run_micro_steps(micro_step, make_digits_model(seed=0, hidden=32, depth=2), micro_batches)
     if not (isinstance(stats.get("nonfinite"), torch.Tensor) and bool(stats["nonfinite"])):
         return _('the second micro-batch\'s loss is NaN (an infinite input), yet stats["nonfinite"] stayed False')
     return None
