@@ -28,14 +28,16 @@ from colab_replica import ipywidgets_target
 from conftest import ROOT, record_measurement
 from packaging.requirements import Requirement
 
-from gradacc.course.badges import read_repository
+from gradacc.course.badges import BADGES_ID, read_repository
+from gradacc.course.translation.units import strip_comments
 
 NOTEBOOKS = sorted(
     p
-    for folder in ("lessons", "solutions", "exercises")
+    for folder in ("lessons", "solutions", "exercises", "pt-BR/lessons", "pt-BR/solutions", "pt-BR/exercises")
     for p in (ROOT / folder).glob("*.ipynb")
     if not p.name.startswith(".")
 )
+"""Every notebook a Colab badge opens: the English ones and the Brazilian Portuguese edition's (``pt-BR/``)."""
 GUARD = 'if "google.colab" in sys.modules:'
 
 
@@ -87,10 +89,25 @@ def _run_setup(shell, source: str, on_colab: bool, pip_fails: bool = False):
     return calls, sorted(n for n in new_names if not n.startswith("_")), error
 
 
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: f"{p.parent.name}/{p.name}")
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: str(p.relative_to(ROOT)))
 def test_setup_cell_installs_the_course_on_colab_and_nothing_elsewhere(path: Path, shell, capsys):
+    """The same install everywhere; a pt-BR notebook (its Colab badge opens ``pt-BR/...``) then sets the language in
+    the first cell that imports gradacc, after the install: where the English notebook's imports run on Colab."""
     repo = read_repository(ROOT / "pyproject.toml")
-    source = _setup_cell(nbformat.read(path, as_version=4))
+    nb = nbformat.read(path, as_version=4)
+    source = _setup_cell(nb)
+    where = path.relative_to(ROOT).as_posix()
+    badges = next(c.source for c in nb.cells if c.get("id") == BADGES_ID)
+    assert f"colab.research.google.com/github/{repo.owner}/{repo.name}/blob/{repo.branch}/{where})" in badges
+    language = [i for i, c in enumerate(nb.cells) if c.cell_type == "code" and "set_language(" in c.source]
+    if where.startswith("pt-BR/"):
+        install = next(i for i, c in enumerate(nb.cells) if c.cell_type == "code" and GUARD in c.source)
+        first = next(i for i, c in enumerate(nb.cells) if c.cell_type == "code" and "gradacc" in strip_comments(c.source)
+                     and i != install)  # fmt: skip
+        assert language == [first] and install < first, (install, language)
+        assert nb.cells[first].source.startswith('from gradacc.i18n import set_language\n\nset_language("pt_BR")')
+    else:
+        assert language == []
 
     calls, _, error = _run_setup(shell, source, on_colab=True)
     assert error is None and len(calls) == 1, (calls, error)

@@ -891,3 +891,68 @@ def test_a_reference_that_cannot_run_leaves_ungraded_rows_that_resume_grades(tmp
         (("cy", "01_small"), "graded", "0"),
         (("cy", "02_small"), "missing", "0"),
     ]
+
+
+@pytest.mark.notebook
+def test_a_pt_br_submission_gets_the_english_points_and_portuguese_feedback(tmp_path, capsys):
+    """Issue 46: a class of the same answers handed in as English and as pt-BR notebooks (``exercises/01_theory`` and
+    ``pt-BR/exercises/01_theory``: right, wrong at 1.1, unanswered) in ONE grade() with the hidden checks: each pt-BR
+    row gets its English twin's points, check by check and hidden check by hidden check; its feedback, the student's
+    file, the learner's progress lines and GitHub Classroom's step lines are in Portuguese; the instructor's message
+    and hidden columns stay English. 8 notebook runs (2 calibrate the hidden checks)."""
+    from gradacc.grading.classroom import check_points
+    from gradacc.grading.progress import ExerciseProgress, Progress, _next_step
+
+    def cells(path: Path) -> dict[str, str]:
+        return {c.id: c.source for c in nbformat.read(path, as_version=4).cells if c.get("id")}
+
+    wrong_11 = "def combine_means(means, counts):\n    return sum(means) / len(means)\n"  # the mean of the means
+    for edition, stem in (("en", ""), ("pt", "pt-BR/")):
+        right = {k: v for k, v in cells(ROOT / f"{stem}solutions/01_theory.ipynb").items() if k.endswith("-solution")}
+        exercise = nbformat.read(ROOT / f"{stem}exercises/01_theory.ipynb", as_version=4)
+        answers = {"right": right, "wrong": {**right, "ex-1-1-solution": wrong_11}, "unanswered": {}}
+        for kind, answer in answers.items():
+            _write(_answered(exercise, answer), tmp_path / "class" / f"{kind}_{edition}" / "01_theory.ipynb")
+    settings = dataclasses.replace(SETTINGS, timeout=300, cell_timeout=120)
+    book = grade(tmp_path / "class", ROOT / "solutions", hidden=ROOT / "hidden", settings=settings, progress=False,
+                 log=lambda _: None)  # fmt: skip
+    rows = {r.student: r for r in book.rows}
+    for kind, points in (("right", 5), ("wrong", 3), ("unanswered", 0)):
+        en, pt = rows[f"{kind}_en"], rows[f"{kind}_pt"]
+        print(f"{kind}: English {en.points} {en.checks} {en.hidden}; pt-BR {pt.points} {pt.checks} {pt.hidden}")
+        assert (en.status, en.points, en.language, pt.language) == ("graded", points, "en", "pt_BR"), (en, pt)
+        assert (pt.status, pt.points, pt.checks, pt.hidden) == (en.status, en.points, en.checks, en.hidden)
+        assert en.feedback[0].startswith("Exercise 1.1 (") and pt.feedback[0].startswith("Exercício 1.1 (")
+    wrong, unanswered = rows["wrong_pt"], rows["unanswered_pt"]
+    assert wrong.feedback == [
+        "Exercício 1.1 (0 / 2 pontos): falhou: `Exercício 1.1: incorreto - combine_means([2.0, 4.0], [10, 30]) = 3, "
+        "esperado 3.5 (tolerância 1e-09) (pondere cada média pela sua contagem: 10 itens de 2.0 e 30 de 4.0)`",
+        "Exercício 1.2 (3 pontos): passou",
+    ]
+    assert rows["wrong_en"].message.startswith("1.1: Exercise 1.1: incorrect - combine_means([2.0, 4.0], [10, 30])")
+    assert wrong.message.startswith("1.1: Exercício 1.1: incorreto - ")  # the student's own line, as printed
+    assert unanswered.hidden == dict.fromkeys(["1.1", "1.2"], "your code raised NotImplementedError")
+    assert "ainda sem resposta" in unanswered.feedback[0]
+
+    book.write_feedback(tmp_path / "feedback")
+    text = (tmp_path / "feedback" / "wrong_pt.md").read_text(encoding="utf-8")
+    assert text.startswith("# Feedback: wrong\\_pt\n\n| exercício | pontos | situação |\n|---|---|---|\n")
+    assert "| 01\\_theory | 3 / 5 | corrigido |" in text and "## 01\\_theory: 3 / 5 pontos (corrigido)" in text
+    assert "| exercise | points | status |" in (tmp_path / "feedback" / "wrong_en.md").read_text(encoding="utf-8")
+
+    judged = [ExerciseProgress("01_theory", Path(r.file), r.status, r.points, r.max_points, r.checks, [], "")
+              for r in (wrong, unanswered)]  # fmt: skip
+    assert _next_step(wrong, "pt_BR").startswith("verificação 1.1: incorreto - combine_means(")
+    assert _next_step(rows["right_pt"], "pt_BR") == "pronto: todas as verificações passaram"
+    table = Progress(tmp_path, judged, ["02_pytorch"], language="pt_BR").table().splitlines()
+    assert table[0].split("  ")[:2] == ["exercício", "verificações aprovadas"]
+    assert table[-2:] == ["total: 3 / 10 pontos em 2 exercícios", f"ausentes de {tmp_path}: 02_pytorch"]
+
+    one = dataclasses.replace(book, rows=[wrong])
+    one.write_csv(tmp_path / "wrong_pt.csv")  # GitHub Classroom's gradebook of one student: its columns unchanged
+    with (tmp_path / "wrong_pt.csv").open(encoding="utf-8") as f:
+        assert next(csv.reader(f))[:6] == ["student", "exercise", "points", "max_points", "status", "message"]
+    assert check_points(tmp_path / "wrong_pt.csv", "1.2") == (3.0, wrong.message)
+    capsys.readouterr()
+    assert main(["classroom", "points", str(tmp_path / "wrong_pt.csv"), "1.1", "2"]) == 1
+    assert capsys.readouterr().out.startswith("Exercício 1.1: 0 de 2 pontos - 1.1: Exercício 1.1: incorreto - ")

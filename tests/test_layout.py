@@ -5,6 +5,7 @@ Every import in ``src/gradacc`` (module level and inside functions, absolute and
 * teaching modules (the top level, ``memory/`` and ``stacks/``) never import ``course``, ``grading`` or ``workers``;
 * ``course`` never imports ``grading`` or ``workers``; ``grading`` never imports ``workers`` nor a teaching module;
 * nothing imports ``workers`` (they run as processes of their own);
+* every room may import ``gradacc.i18n`` (the learner's language: check messages, the grader's feedback);
 * the module-level imports have no cycle, and no module is longer than about 500 lines (``MAX_LINES``).
 """
 
@@ -49,6 +50,11 @@ def _imports(name: str, path: Path, top_level_only: bool = False) -> set[str]:
     return found - {name}
 
 
+SHARED = {"gradacc.i18n"}
+"""Modules every room may import: the learner's language (``gradacc.i18n``), which the checks (``course``), the
+grader's feedback (``grading``) and the lessons' own messages all use."""
+
+
 def _room(module: str) -> str:
     parts = module.split(".")
     if len(parts) > 1 and parts[1] in ("course", "grading", "workers"):
@@ -74,7 +80,8 @@ def test_the_modules_are_found_in_all_rooms():
 @pytest.mark.parametrize("module", sorted(MODULES))
 def test_imports_follow_the_rooms(module: str):
     room = _room(module)
-    wrong = sorted(t for t in _imports(module, MODULES[module]) if t != "gradacc" and _room(t) not in ALLOWED[room])
+    imported = _imports(module, MODULES[module]) - SHARED - {"gradacc"}
+    wrong = sorted(t for t in imported if _room(t) not in ALLOWED[room])
     assert wrong == [], f"{module} ({room}) may import {sorted(ALLOWED[room])} only, but imports {wrong}"
 
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import re
 import shutil
 
 import nbformat
@@ -46,7 +47,7 @@ from gradacc.course.translation.edition import (
     MessageCatalog,
     build,
     edition_path,
-    finished_messages,
+    printed_messages,
 )
 from gradacc.course.translation.review import entry_problems, glossary_problems, read_glossary, review, unfinished
 from gradacc.course.translation.units import code_segments, join, markdown_segments, strip_comments
@@ -94,7 +95,7 @@ def _english_exercise(name: str) -> nbformat.NotebookNode:
 def test_a_pt_notebook_has_the_english_cells_code_and_outputs(source):
     english = nbformat.read(ROOT / source, as_version=4)
     portuguese = nbformat.read(ROOT / edition_path(source), as_version=4)
-    messages = MessageCatalog(finished_messages(read_catalog(catalog_path(ROOT, DOMAIN))))
+    messages = MessageCatalog(printed_messages(read_catalog(catalog_path(ROOT, DOMAIN))))
     assert portuguese.metadata["gradacc"]["language"] == "pt_BR"
     assert [c.get("id") for c in portuguese.cells] == [c.get("id") for c in english.cells]
     setup = None
@@ -272,7 +273,7 @@ def test_the_package_prints_what_the_edition_stores(monkeypatch):
 
     monkeypatch.delenv(i18n.ENV_VAR, raising=False)
     english = _printed(answers)
-    messages = MessageCatalog(finished_messages(read_catalog(catalog_path(ROOT, DOMAIN))))
+    messages = MessageCatalog(printed_messages(read_catalog(catalog_path(ROOT, DOMAIN))))
     try:
         i18n.set_language("pt_BR")
         portuguese = _printed(answers)
@@ -290,6 +291,84 @@ def test_the_package_prints_what_the_edition_stores(monkeypatch):
     monkeypatch.setenv(i18n.ENV_VAR, "fr")
     with pytest.raises(ValueError, match=r"'fr' is not a language of the course: use one of en, pt_BR"):
         i18n.language()
+
+
+CHECK_MODULES = ["__init__", *(f"lesson{n:02d}" for n in range(10))]
+"""The check modules whose messages are in the learner's language (lessons 10 and 11: not yet)."""
+DEVELOPER_ERRORS = {"reference_peak_at", "reference_peak_for_n", "epoch_on_ranks"}
+"""Functions of those modules whose English errors are for the course's own code (the checks call them with valid
+arguments; ``epoch_on_ranks``'s ``what`` goes into ``gradacc.launch``'s English ``WorkerError``)."""
+
+
+def _check_module_strings(name: str) -> tuple[list[str], list[str]]:
+    """The messages module ``gradacc.course.checks.<name>`` marks (``_("...")``, ``N_("...")``), and what it would
+    print wrong: English prose without a lookup (an f-string with two words in a row, or a string literal returned or
+    raised), a message formatted with other values than its placeholders, or a variable named ``_``."""
+    import ast
+
+    tree = ast.parse((ROOT / "src" / "gradacc" / "course" / "checks" / f"{name}.py").read_text(encoding="utf-8"))
+    marked, prose = [], []
+
+    def words(text: str) -> bool:
+        return re.search(r"[A-Za-z]{2,} [A-Za-z]{2,}", text) is not None
+
+    def visit(node: ast.AST, function: str) -> None:
+        if isinstance(node, ast.FunctionDef):
+            function = function or node.name  # the top-level function it belongs to
+        if function in DEVELOPER_ERRORS:
+            return
+        if isinstance(node, ast.Call) and getattr(node.func, "id", None) in ("_", "N_"):
+            marked.append(node.args[0].value)
+            return
+        if isinstance(node, ast.Name) and node.id == "_" and isinstance(node.ctx, ast.Store):
+            prose.append(f"{name}.{function}: assigns _, which hides gettext's _() in that whole function")
+        if isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "format":  # _("... {x}").format(x=...)
+            looked_up = node.func.value
+            if isinstance(looked_up, ast.Call) and getattr(looked_up.func, "id", None) == "_":
+                names = set(re.findall(r"\{(\w+)\}", looked_up.args[0].value))
+                given = {k.arg for k in node.keywords}
+                if names != given:
+                    prose.append(f"{name}.{function}: {looked_up.args[0].value!r} is given {sorted(given)}")
+        if isinstance(node, ast.JoinedStr):
+            text = "".join(v.value for v in node.values if isinstance(v, ast.Constant))
+            if words(text):
+                prose.append(f"{name}.{function}: f{text!r}")
+        if isinstance(node, (ast.Return, ast.Raise)):
+            for inner in ast.walk(node):
+                if isinstance(inner, ast.Constant) and isinstance(inner.value, str) and words(inner.value):
+                    if not any(inner is getattr(c, "args", [None])[0] for c in ast.walk(node) if isinstance(c, ast.Call)
+                               and getattr(c.func, "id", None) in ("_", "N_")):  # fmt: skip
+                        prose.append(f"{name}.{function}: {inner.value!r}")
+        for child in ast.iter_child_nodes(node):
+            visit(child, function)
+
+    visit(tree, "")
+    return marked, prose
+
+
+@pytest.mark.parametrize("name", CHECK_MODULES)
+def test_every_check_message_is_translated_and_none_bypasses_the_catalog(name):
+    """Each message of a check module is in ``gradacc.po`` with a translation (the compiled catalog says it in
+    Portuguese, not in English), and no English sentence reaches the learner without ``_()``."""
+    marked, prose = _check_module_strings(name)
+    untranslated = [m for m in marked if i18n.translate(m, "pt_BR") == m]
+    assert untranslated == [] and prose == [], (untranslated, prose)
+    assert name == "lesson00" or marked  # lesson 00 prints only the package's own messages (close, run_check)
+
+
+def test_a_lesson_check_prints_portuguese_numbers_and_messages():
+    """A check of lesson 03 (no model to train) run in Portuguese: its own message, and ``grouped``'s thousands."""
+    from gradacc.course.checks import grouped
+    from gradacc.course.checks.lesson03 import check_smallest_fitting_n
+
+    try:
+        i18n.set_language("pt_BR")
+        line = _printed(lambda: check_smallest_fitting_n(lambda *args, **kwargs: 16))
+        assert grouped(12288) == "12 288"
+    finally:
+        i18n.set_language(None)
+    assert line == "Exercício 3.2: incorreto - smallest_fitting_n(100.0, 0.5, 1024, 400.0) retornou 16, esperado 2\n"
+    assert grouped(12288) == "12,288"
 
 
 def test_the_edition_points_at_itself():

@@ -17,7 +17,9 @@ To add a learner-facing string (locale/README.md says the same, with the command
 3. translate it there (same placeholders: a test checks), and run ``make translations`` again.
 
 Strings that are not printed where they are written (a table of labels) are marked with ``N_("...")`` and
-translated with ``_()`` where they are shown.
+translated with ``_()`` where they are shown. A message said in more than one language (the grader writes the
+instructor's gradebook in English and a student's feedback in the submission's language) is a ``Message``: the English
+text itself, which ``Message.into(language)`` says in another language.
 """
 
 from __future__ import annotations
@@ -32,10 +34,13 @@ __all__ = [
     "ENV_VAR",
     "LANGUAGES",
     "LOCALE_DIR",
+    "Message",
     "N_",
     "_",
+    "chosen_language",
     "language",
     "normalize_language",
+    "notebook_language",
     "set_language",
     "translate",
 ]
@@ -87,6 +92,29 @@ def language() -> str:
     return _chosen or normalize_language(os.environ.get(ENV_VAR, ""))
 
 
+def chosen_language() -> str | None:
+    """The language chosen for this process (``set_language``, else ``GRADACC_LANG``), or ``None`` when neither chose
+    one (``language()`` is then English; a caller may follow something else, such as its notebooks' language).
+
+    Raises:
+        ValueError: ``GRADACC_LANG`` holds a language the course is not written in.
+    """
+    value = os.environ.get(ENV_VAR, "")
+    return _chosen or (normalize_language(value) if value.strip() else None)
+
+
+def notebook_language(notebook) -> str:
+    """The language a notebook is written in: its ``metadata.gradacc.language`` (``"pt_BR"`` in the pt-BR edition),
+    normalized; ``"en"`` when it has none, or one the course is not written in (an edited file is graded, in English,
+    rather than refused)."""
+    meta = notebook.get("metadata", {}).get("gradacc", {}) if isinstance(notebook, dict) else {}
+    chosen = meta.get("language") if isinstance(meta, dict) else None
+    try:
+        return normalize_language(chosen) if isinstance(chosen, str) else "en"
+    except ValueError:
+        return "en"
+
+
 @cache
 def _translations(lang: str) -> gettext.NullTranslations:
     if lang == "en":
@@ -118,3 +146,29 @@ def translate(message: str, lang: str) -> str:
 def N_(message: str) -> str:
     """``message`` unchanged: marks a string for the catalog where it is defined; ``_()`` translates it where shown."""
     return message
+
+
+class Message(str):
+    """A message said in English (the ``str`` itself: the gradebook's text) that can be said in another language.
+
+    ``Message(N_("the kernel died while running {cell}"), cell="Cell 3")`` is ``"the kernel died while running Cell
+    3"``; ``.into("pt_BR")`` looks the template up in that language and puts the values in, each value that is a
+    ``Message`` itself said in that language too. Any other operation (``+``, slicing, ``str.join``) gives a plain
+    ``str``: say it in its language first.
+    """
+
+    template: str
+    values: dict
+
+    def __new__(cls, template: str, **values) -> Message:
+        said = super().__new__(cls, template.format(**values))
+        said.template, said.values = template, values
+        return said
+
+    def __reduce__(self):  # a copy or a pickle is the English text (``dataclasses.asdict`` deep-copies)
+        return (str, (str(self),))
+
+    def into(self, lang: str) -> str:
+        """This message in ``lang`` (``"en"``, ``"pt_BR"``)."""
+        values = {k: v.into(lang) if isinstance(v, Message) else v for k, v in self.values.items()}
+        return translate(self.template, lang).format(**values)

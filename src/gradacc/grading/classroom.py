@@ -25,10 +25,12 @@ away.
 from __future__ import annotations
 
 import csv
+import json
 import re
 import sys
 from pathlib import Path
 
+from ..i18n import N_, chosen_language, notebook_language, translate
 from .discover import load_references
 from .gradebook import GradingError
 
@@ -190,14 +192,32 @@ def _cmd_init(args) -> int:
     return 0
 
 
+def _language(gradebook: Path | str, check: str) -> str:
+    """The language of the student's lines: the one chosen (``GRADACC_LANG``), else that of the notebook the
+    gradebook's row of ``check`` graded (a notebook of the pt-BR edition: Brazilian Portuguese), else English."""
+    try:
+        with open(gradebook, newline="", encoding="utf-8") as f:
+            row = next((r for r in csv.DictReader(f) if r.get(f"check {check}", "") != ""), {})
+        return chosen_language() or notebook_language(json.loads(Path(row["file"]).read_text(encoding="utf-8")))
+    except (OSError, KeyError, ValueError):
+        return "en"
+
+
 def _cmd_points(args) -> int:
+    lang = _language(args.gradebook, args.check)
     try:
         got, message = check_points(args.gradebook, args.check)
     except (OSError, ValueError) as error:
-        print(f"Exercise {args.check}: not graded - {error}")
+        print(translate(N_("Exercise {check}: not graded - {error}"), lang).format(check=args.check, error=error))
         return 1
     if got >= args.points:
-        print(f"Exercise {args.check}: correct ({got:g} points)")
+        print(
+            translate(N_("Exercise {check}: correct ({points} points)"), lang).format(
+                check=args.check, points=f"{got:g}"
+            )
+        )
         return 0
-    print(f"Exercise {args.check}: {got:g} of {args.points:g} points - {message or 'see its check cell'}")
+    short = translate(N_("Exercise {check}: {got} of {most} points - {message}"), lang)
+    message = message or translate(N_("see its check cell"), lang)
+    print(short.format(check=args.check, got=f"{got:g}", most=f"{args.points:g}", message=message))
     return 1

@@ -1,5 +1,8 @@
 """What grading produces: the statuses, the settings and limits of a run, the rows and the gradebook (CSV with one
 column per check, per-student Markdown feedback), and the escaping that keeps a student's text inert in both.
+
+The gradebook is the instructor's, in English; a student's feedback is in the language of the student's submissions
+(``Row.language``: a notebook of the pt-BR edition gets its feedback in Brazilian Portuguese, ``gradacc.i18n``).
 """
 
 from __future__ import annotations
@@ -12,6 +15,8 @@ from pathlib import Path
 
 import nbformat
 
+from ..i18n import N_, Message, translate
+
 __all__ = [
     "STATUSES",
     "GradingError",
@@ -23,20 +28,44 @@ __all__ = [
 
 
 STATUSES: dict[str, str] = {
-    "graded": "the notebook ran to the end within the limits; points are the checks it passed",
-    "timeout": "a cell ran past --cell-timeout (points: checks passed anyway) or the notebook past --timeout (0 points)",
-    "crashed": "the kernel died (killed itself, segfault) or the grading process failed; points: checks passed before",
-    "memory-limit": "a cell ran out of the --memory-mib limit (MemoryError); points: checks passed anyway",
-    "output-limit": "the notebook printed more than --max-output-kib; the kernel was stopped; points: checks passed before",
-    "invalid-notebook": "the file is empty, not JSON, or not a Jupyter notebook; 0 points",
-    "wrong-exercise": "the notebook is another exercise (its cell ids or cells match another one); 0 points",
-    "duplicate": "more than one file for the same student and exercise; none graded (keep one and grade again)",
-    "missing": "no file for this exercise from a student who submitted something else; 0 points",
-    "unrecognized": "a file whose name is no exercise (listed so that nothing goes unseen); 0 points",
-    "grader-error": "the grader itself failed on this file (a bug: please report it); the exit code is 1",
-    "ungraded": "not graded: the reference could not run under the grader twice (e.g. a machine too busy); the exit "
-    "code is 3 and --resume grades these rows",
+    "graded": N_("the notebook ran to the end within the limits; points are the checks it passed"),
+    "timeout": N_(
+        "a cell ran past --cell-timeout (points: checks passed anyway) or the notebook past --timeout (0 points)"
+    ),
+    "crashed": N_(
+        "the kernel died (killed itself, segfault) or the grading process failed; points: checks passed before"
+    ),
+    "memory-limit": N_("a cell ran out of the --memory-mib limit (MemoryError); points: checks passed anyway"),
+    "output-limit": N_(
+        "the notebook printed more than --max-output-kib; the kernel was stopped; points: checks passed before"
+    ),
+    "invalid-notebook": N_("the file is empty, not JSON, or not a Jupyter notebook; 0 points"),
+    "wrong-exercise": N_("the notebook is another exercise (its cell ids or cells match another one); 0 points"),
+    "duplicate": N_("more than one file for the same student and exercise; none graded (keep one and grade again)"),
+    "missing": N_("no file for this exercise from a student who submitted something else; 0 points"),
+    "unrecognized": N_("a file whose name is no exercise (listed so that nothing goes unseen); 0 points"),
+    "grader-error": N_("the grader itself failed on this file (a bug: please report it); the exit code is 1"),
+    "ungraded": N_(
+        "not graded: the reference could not run under the grader twice (e.g. a machine too busy); the exit code is "
+        "3 and --resume grades these rows"
+    ),
 }
+STATUS_NAMES: dict[str, str] = {
+    "graded": N_("graded"),
+    "timeout": N_("timeout"),
+    "crashed": N_("crashed"),
+    "memory-limit": N_("memory-limit"),
+    "output-limit": N_("output-limit"),
+    "invalid-notebook": N_("invalid-notebook"),
+    "wrong-exercise": N_("wrong-exercise"),
+    "duplicate": N_("duplicate"),
+    "missing": N_("missing"),
+    "unrecognized": N_("unrecognized"),
+    "grader-error": N_("grader-error"),
+    "ungraded": N_("ungraded"),
+}
+"""Each status as a student's feedback names it (``translate(STATUS_NAMES[s], language)``); the gradebook's
+``status`` column keeps the English name."""
 
 
 class GradingError(RuntimeError):
@@ -125,6 +154,10 @@ class Row:
     sandbox: str = ""
     """how the notebook's code was isolated (``Sandbox.label``: ``bubblewrap 0.8.0, 256 MiB scratch`` or ``none``);
     empty when none of it ran (an invalid notebook, a missing file ...)"""
+    language: str = "en"
+    """the submission's language (``gradacc.i18n.notebook_language``: ``"pt_BR"`` for a notebook of the pt-BR
+    edition): its check cells printed in it and its ``feedback`` lines are in it; ``message`` and ``hidden`` (the
+    instructor's) are English"""
 
 
 @dataclass
@@ -173,22 +206,15 @@ class Gradebook:
                 writer.writerow([_csv_safe(v) for v in values])
 
     def write_feedback(self, folder: Path) -> list[Path]:
-        """Write ``folder/<student>.md`` for every student: per exercise the status, points and each check's result."""
+        """Write ``folder/<student>.md`` for every student: per exercise the status, points and each check's result,
+        in the student's language (that of the student's first submission not in English, else English; each row's
+        own lines are in its submission's language)."""
         folder = Path(folder)
         folder.mkdir(parents=True, exist_ok=True)
         written = []
         for student in sorted({r.student for r in self.rows}):
             rows = [r for r in self.rows if r.student == student]
-            lines = [f"# Feedback: {_md(student)}", "", "| exercise | points | status |", "|---|---|---|"]
-            for r in rows:
-                lines.append(f"| {_md(r.exercise)} | {_num(r.points)} / {_num(r.max_points)} | {r.status} |")
-            for r in rows:
-                lines += ["", f"## {_md(r.exercise)}: {_num(r.points)} / {_num(r.max_points)} points ({r.status})", ""]
-                if r.status != "graded":
-                    lines.append(f"- {_md(STATUSES.get(r.status, r.status))}")
-                if r.message and r.status != "graded":
-                    lines.append(f"- `{_code(r.message)}`")
-                lines += [f"- {line}" for line in r.feedback]
+            lines = _feedback(student, rows)
             path = folder / f"{_safe_name(student)}.md"
             number = 1
             while path in written:  # two names that differ only in characters a file name cannot hold
@@ -197,6 +223,29 @@ class Gradebook:
             path.write_text("\n".join(lines) + "\n", encoding="utf-8")
             written.append(path)
         return written
+
+
+def _feedback(student: str, rows: list[Row]) -> list[str]:
+    """The lines of one student's feedback file, in the student's language (``Gradebook.write_feedback``)."""
+    lang = next((r.language for r in rows if r.language != "en"), "en")
+
+    def status(r: Row) -> str:
+        return translate(STATUS_NAMES.get(r.status, r.status), lang)
+
+    header = translate(N_("| exercise | points | status |"), lang)
+    lines = [translate(N_("# Feedback: {student}"), lang).format(student=_md(student)), "", header, "|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {_md(r.exercise)} | {_num(r.points)} / {_num(r.max_points)} | {status(r)} |")
+    heading = translate(N_("## {exercise}: {points} / {max_points} points ({status})"), lang)
+    for r in rows:
+        points, most = _num(r.points), _num(r.max_points)
+        lines += ["", heading.format(exercise=_md(r.exercise), points=points, max_points=most, status=status(r)), ""]
+        if r.status != "graded":
+            lines.append(f"- {_md(translate(STATUSES[r.status], lang) if r.status in STATUSES else r.status)}")
+        if r.message and r.status != "graded" and not r.feedback:  # else its feedback lines say it in full
+            lines.append(f"- `{_code(r.message)}`")
+        lines += [f"- {line}" for line in r.feedback]
+    return lines
 
 
 def _num(x: float) -> str:
@@ -224,3 +273,45 @@ def _safe_name(name: str) -> str:
 def _short(text: str, limit: int = 240) -> str:
     text = " ".join(str(text).split())
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _check_message(check: str, captured: dict | None, stopped: bool, cell_timeout: float, printed: str) -> str:
+    """What the student sees for a failed visible check: its own ``Exercise X.Y: ...`` line (as the run printed it, in
+    the language ``printed``: ``Exercício X.Y: ...`` in Brazilian Portuguese), or why there is none (a ``Message``)."""
+    if not captured or stopped and not captured.get("stdout") and not captured.get("error"):
+        return Message(N_("the check could not run: the kernel had stopped (see the status)"))
+    correct = translate("Exercise {exercise}: correct", printed).format(exercise=check)
+    lines = captured.get("stdout", "").splitlines()
+    own = [line for line in lines if line.startswith(correct.partition(":")[0] + ":")]
+    err = captured.get("error")
+    says_correct = bool(own) and own[0].strip() == correct
+    if says_correct and err and err["ename"] == "CheckFailed":
+        return Message(
+            N_("the check cell raised CheckFailed although a line says correct: {error}"), error=err["evalue"]
+        )
+    if says_correct and len(lines) > 1:
+        return Message(N_("the check printed 'correct' but also other lines (your code printed while being checked)"))
+    if own:
+        return own[0]
+    if err:
+        if err["ename"] == "KeyboardInterrupt":
+            return Message(
+                N_("the check was interrupted after {seconds} s (an endless loop in your code?)"),
+                seconds=f"{cell_timeout:g}",
+            )
+        if err["evalue"]:
+            return Message(N_("the check cell raised {error}: {message}"), error=err["ename"], message=err["evalue"])
+        return Message(N_("the check cell raised {error}"), error=err["ename"])
+    if captured.get("stderr"):
+        return Message(N_("the check printed to stderr (a warning from your code?) instead of its one line"))
+    return Message(N_("the check printed nothing (did your code redirect sys.stdout?)"))
+
+
+def _said(text: str, lang: str) -> str:
+    """``text`` in ``lang`` when it is a ``Message``; other text (a line the notebook printed) as it is."""
+    return text.into(lang) if isinstance(text, Message) else text
+
+
+def _say(lang: str, template: str, **values) -> str:
+    """``template`` (an English message marked with ``N_``) in ``lang``, with ``values`` put in."""
+    return translate(template, lang).format(**values)

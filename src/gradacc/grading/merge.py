@@ -12,6 +12,7 @@ from difflib import SequenceMatcher
 
 import nbformat
 
+from ..i18n import N_, Message, translate
 from .gradebook import Reference
 
 __all__ = [
@@ -29,7 +30,7 @@ _SUSPICIOUS: dict[str, str] = {
     "IPython hooks": r"get_ipython|input_transformers|events\s*\.\s*register|display_pub",
     "frames": r"sys\s*\.\s*_getframe|\binspect\b|gc\s*\.\s*get_objects|linecache",
     "processes": r"os\s*\.\s*(_exit|kill|fork|setsid)|\bsignal\s*\.|/proc/|subprocess",
-    "expected line": r"Exercise\s+\d+\.\d+\s*:\s*correct",
+    "expected line": r"(Exercise|Exercício)\s+\d+\.\d+\s*:\s*(correct|correto)",
     "check names": r"\bcheck_\w+\s*=(?!=)|\brun_check\b|\breport\s*=(?!=)",
     "notebook files": r"\.ipynb|\bnbformat\b",
     "grader internals": r"GRADACC_|gradacc_capture|junit|grading_plugin|grading\.plugin|nbval",
@@ -56,21 +57,23 @@ def identify(nb, ids: list[str | None], name: str, refs: dict[str, Reference]) -
         return None, "ids"
     best = max(overlap, key=overlap.get, default=None)
     if best is not None and overlap[best] > 0:
-        return best, f"its cell ids are those of {best}"
+        return best, Message(N_("its cell ids are those of {exercise}"), exercise=best)
     sources = _code_sources(nb)
     ratios = {
         n: SequenceMatcher(None, _code_sources(r.exercise), sources, autojunk=False).ratio() for n, r in refs.items()
     }
     best = max(ratios, key=ratios.get)
     if best != name and ratios[best] >= 0.3 and ratios[best] > ratios.get(name, 0) + 0.2:
-        return best, f"its cells look like {best} ({ratios[best]:.0%} alike vs {ratios.get(name, 0):.0%})"
+        alike = N_("its cells look like {exercise} ({alike} alike vs {own})")
+        return best, Message(alike, exercise=best, alike=f"{ratios[best]:.0%}", own=f"{ratios.get(name, 0):.0%}")
     if ratios.get(name, 0) == 0:
-        return "?", f"none of its code cells matches exercise {name}"
+        return "?", Message(N_("none of its code cells matches exercise {exercise}"), exercise=name)
     return None, "order"
 
 
 def match_solutions(ref: Reference, nb, ids: list[str | None]) -> tuple[dict[str, str], list[str]]:
-    """The student's source for each reference solution cell id, and warnings for the instructor and student.
+    """The student's source for each reference solution cell id, and warnings for the instructor and student
+    (``gradacc.i18n.Message``: the English text, which the student's feedback says in the submission's language).
 
     By id when any solution id is present (a solution cell not found keeps its exercise stub, with a warning);
     otherwise by order: the cells tagged ``solution`` if there are as many as in the reference, else an alignment of
@@ -84,9 +87,20 @@ def match_solutions(ref: Reference, nb, ids: list[str | None]) -> tuple[dict[str
         for sid in ref.solution_ids:
             cell = by_id.get(sid)
             if cell is None:
-                notes.append(f"solution cell {sid} is not in your notebook (deleted?): it ran as the empty exercise")
+                notes.append(
+                    Message(
+                        N_("solution cell {id} is not in your notebook (deleted?): it ran as the empty exercise"),
+                        id=sid,
+                    )
+                )
             elif cell.cell_type != "code":
-                notes.append(f"solution cell {sid} is a {cell.cell_type} cell in your notebook: it ran as the exercise")
+                notes.append(
+                    Message(
+                        N_("solution cell {id} is a {kind} cell in your notebook: it ran as the exercise"),
+                        id=sid,
+                        kind=cell.cell_type,
+                    )
+                )
             else:
                 found[sid] = cell.source
         return found, notes
@@ -94,12 +108,15 @@ def match_solutions(ref: Reference, nb, ids: list[str | None]) -> tuple[dict[str
     if tagged and len(tagged) == len(ref.solution_ids):
         return (
             {sid: c.source for sid, c in zip(ref.solution_ids, tagged, strict=True)},
-            ["no cell ids matched: solution cells were taken in order by their 'solution' tag"],
+            [Message(N_("no cell ids matched: solution cells were taken in order by their 'solution' tag"))],
         )
     ex = [c for c in ref.exercise.cells if c.cell_type == "code"]
     sub = [c for c in cells if c.cell_type == "code"]
     matcher = SequenceMatcher(None, [_norm(c.source) for c in ex], [_norm(c.source) for c in sub], autojunk=False)
-    found, notes = {}, ["no cell ids matched: solution cells were taken by their position among the code cells"]
+    found, notes = (
+        {},
+        [Message(N_("no cell ids matched: solution cells were taken by their position among the code cells"))],
+    )
     for op, i1, i2, j1, j2 in matcher.get_opcodes():
         positions = [i for i in range(i1, i2) if ex[i].get("id") in ref.solution_ids]
         if op in ("equal", "delete") or not positions:
@@ -110,7 +127,8 @@ def match_solutions(ref: Reference, nb, ids: list[str | None]) -> tuple[dict[str
         elif i2 - i1 == 1:
             found[ex[i1].id] = "\n\n".join(c.source for c in sub[j1:j2])
         else:
-            notes.append(f"could not place solution cells {[ex[i].id for i in positions]}: they ran as the exercise")
+            ids = [ex[i].id for i in positions]
+            notes.append(Message(N_("could not place solution cells {ids}: they ran as the exercise"), ids=ids))
     return found, notes
 
 
@@ -151,7 +169,7 @@ def _hidden_cell(check: str, number: int, preamble: str, block: str, seed: int):
 
 
 def merge_submission(
-    ref: Reference, sources: dict[str, str], seed: int
+    ref: Reference, sources: dict[str, str], seed: int, language: str = "en"
 ) -> tuple[nbformat.NotebookNode, dict[str, int]]:
     """The reference notebook with the student's solution sources in place, plus hidden-check cells.
 
@@ -159,7 +177,8 @@ def merge_submission(
     (``hidden:X.Y:i``) and solution (``solution:<id>``) cells; nbval names items by code-cell index.
     Solution cells get no outputs and no execution count (nbval never compares them); check cells keep the reference's
     outputs, are tagged ``nbval-check-output`` and get an execution count if missing (nbval skips comparing cells
-    without one).
+    without one). ``language``: the language the run prints in (``GRADACC_LANG`` of the run): for any but English,
+    each check cell's expected output is its ``correct`` line in that language (``Exercício 2.1: correto``).
     """
     nb = copy.deepcopy(ref.notebook)
     stubs = ref.stubs
@@ -180,6 +199,9 @@ def merge_submission(
                 cell.metadata["tags"] = tags + ["nbval-check-output"]
             if cell.execution_count is None:
                 cell.execution_count = 1
+            if language != "en":
+                line = translate("Exercise {exercise}: correct", language).format(exercise=check)
+                cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text=line + "\n")]
             for number, block in enumerate(ref.hidden.get(check, [])):
                 cells.append(_hidden_cell(check, number, ref.hidden_preamble, block, seed))
     nb.cells = cells

@@ -8,10 +8,11 @@ check cells) counts for nothing. The checks are the visible ones (the learner's 
 hidden checks on new inputs, so a grade can be lower, never higher. The learner's code runs as the learner's own
 user (``--sandbox none``, with no warning): it is their code on their machine.
 
-It prints a table (exercise, checks passed, points, what to do next) and writes a record of completion, a JSON file
-the learner can keep or hand in: the course version (``gradacc`` version, the course's git commit when the course is
-a git checkout, the SHA-256 of each reference notebook), and for each exercise the SHA-256 of the notebook judged, the
-checks passed and the points.
+It prints a table (exercise, checks passed, points, what to do next), in the learner's language (``set_language`` or
+``GRADACC_LANG`` when chosen, else the language of the notebooks judged: ``pt-BR/exercises/`` gives a table in
+Brazilian Portuguese), and writes a record of completion, a JSON file the learner can keep or hand in: the course
+version (``gradacc`` version, the course's git commit when the course is a git checkout, the SHA-256 of each reference
+notebook), and for each exercise the SHA-256 of the notebook judged, the checks passed and the points.
 """
 
 from __future__ import annotations
@@ -31,7 +32,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import __version__
-from .gradebook import GradingError, Row, Settings, _num, _short
+from ..i18n import N_, chosen_language, translate
+from .gradebook import STATUS_NAMES, GradingError, Row, Settings, _num, _short
 from .score import grade
 from .shards import fingerprints
 
@@ -69,38 +71,58 @@ class Progress:
     absent: list[str]
     record: Path | None = None
     log: list[str] = field(default_factory=list)
+    language: str = "en"
+    """the language of ``table()`` and of each exercise's ``next`` (``"en"``, ``"pt_BR"``)"""
 
     def table(self) -> str:
         """The table a learner reads: exercise, checks passed, points, what to do next (one line each)."""
-        head = ("exercise", "checks passed", "points", "what to do next")
+        lang = self.language
+        head = tuple(
+            translate(w, lang) for w in (N_("exercise"), N_("checks passed"), N_("points"), N_("what to do next"))
+        )
+        # TRANSLATORS: "1 of 2" in the column "checks passed" of the learner's progress table
+        of = translate(N_("of"), lang)
         lines = [
-            (e.exercise, f"{len(e.passed)} of {len(e.checks)}", f"{_num(e.points)} / {_num(e.max_points)}", e.next)
+            (e.exercise, f"{len(e.passed)} {of} {len(e.checks)}", f"{_num(e.points)} / {_num(e.max_points)}", e.next)
             for e in self.exercises
         ]
         widths = [max(len(row[i]) for row in [head, *lines]) for i in range(3)]
         text = ["  ".join(cell.ljust(w) for cell, w in zip(row[:3], widths, strict=True)) + "  " + row[3]
                 for row in [head, *lines]]  # fmt: skip
         total = sum(e.points for e in self.exercises), sum(e.max_points for e in self.exercises)
-        plural = "" if len(self.exercises) == 1 else "s"
-        text.append(f"total: {_num(total[0])} / {_num(total[1])} points in {len(self.exercises)} exercise{plural}")
+        count = len(self.exercises)
+        if count == 1:
+            summary = N_("total: {points} / {most} points in {count} exercise")
+        else:
+            summary = N_("total: {points} / {most} points in {count} exercises")
+        text.append(translate(summary, lang).format(points=_num(total[0]), most=_num(total[1]), count=count))
         if self.absent:
-            text.append(f"not in {self.folder}: {', '.join(self.absent)}")
+            absent = translate(N_("not in {folder}: {names}"), lang)
+            text.append(absent.format(folder=self.folder, names=", ".join(self.absent)))
         return "\n".join(text)
 
 
-_FAILED = re.compile(r"^Exercise (\S+) \(0 / [^)]*\): failed: `(.*)`$")
+def _pattern(template: str, **groups: str) -> re.Pattern:
+    """``template`` (a message) as a regular expression: its text literally, each placeholder ``groups[name]``."""
+    pieces = re.split(r"\{(\w+)\}", template)
+    return re.compile("".join(re.escape(p) if i % 2 == 0 else groups[p] for i, p in enumerate(pieces)) + "$")
 
 
-def _next_step(row: Row) -> str:
-    """What to do next: the first failed check and its own message, or why the notebook did not run to the end."""
+def _next_step(row: Row, lang: str) -> str:
+    """What to do next, in ``lang``: the first failed check and its own message (from the row's feedback, in the
+    submission's language), or why the notebook did not run to the end."""
     if row.status != "graded":
-        return _short(f"{row.status}: {row.message}", 110)
+        return _short(f"{translate(STATUS_NAMES.get(row.status, row.status), lang)}: {row.message}", 110)
+    failed_line = translate("Exercise {check} (0 / {points} points): failed: `{why}`", row.language)
+    failed = _pattern(failed_line, check=r"(?P<check>\S+)", points="[^)]*", why="(?P<why>.*)")
     for line in row.feedback:
-        failed = _FAILED.match(line)
-        if failed:
-            check, why = failed.groups()
-            return _short(f"check {check}: {why.removeprefix(f'Exercise {check}: ')}", 110)
-    return "done: every check passed"
+        match = failed.match(line)
+        if match:
+            check, why = match["check"], match["why"]
+            own = translate("Exercise {exercise}: correct", row.language).format(exercise=check).partition(":")[0]
+            step = translate(N_("check {check}: {why}"), lang).format(check=check, why=why.removeprefix(own + ": "))
+            return _short(step, 110)
+    return translate(N_("done: every check passed"), lang)
 
 
 def _course_commit(reference: Path) -> str | None:
@@ -143,24 +165,28 @@ def progress(
         GradingError: ``folder`` or the reference is missing (the message says what to pass), or an exercise asked
             for is no course exercise.
     """
-    folder = Path(folder)
+    folder, chosen = Path(folder), chosen_language()
     if not folder.is_dir():
-        raise GradingError(f"{folder} is not a folder: pass the folder of your exercise notebooks (exercises/)")
+        error = N_("{folder} is not a folder: pass the folder of your exercise notebooks (exercises/)")
+        raise GradingError(translate(error, chosen or "en").format(folder=folder))
     reference = Path(reference) if reference is not None else folder.resolve().parent / "solutions"
     if not reference.exists():
-        raise GradingError(
-            f"{reference} does not exist: progress puts your answers into the course's solution notebooks, as the "
+        error = N_(
+            "{reference} does not exist: progress puts your answers into the course's solution notebooks, as the "
             "grader does; run it in the course's folder (a clone, or Binder) or pass reference=/--reference"
         )
+        raise GradingError(translate(error, chosen or "en").format(reference=reference))
     names = sorted(fingerprints(reference, None)["references"])
     unknown = sorted(set(exercises or ()) - set(names))
     if unknown:
-        raise GradingError(f"no course exercise is called {unknown}; the exercises: {names}")
+        error = N_("no course exercise is called {unknown}; the exercises: {names}")
+        raise GradingError(translate(error, chosen or "en").format(unknown=unknown, names=names))
     wanted = [n for n in (exercises or names) if n in names]
     found = [n for n in wanted if (folder / f"{n}.ipynb").is_file()]
     settings = settings or Settings(sandbox="none", seed=0, workers=max(1, min(os.cpu_count() or 1, len(found))))
     log: list[str] = []
     judged: list[ExerciseProgress] = []
+    rows: list[Row] = []
     if found:
         with tempfile.TemporaryDirectory(prefix="gradacc-progress-") as tmp:
             mine = Path(tmp) / "you"  # a class of one: the grader's own layout, one folder per student
@@ -169,22 +195,23 @@ def progress(
                 shutil.copyfile(folder / f"{name}.ipynb", mine / f"{name}.ipynb")
             book = grade(Path(tmp), reference, hidden=None, exercises=found, settings=settings, progress=False,
                          log=log.append)  # fmt: skip
-        for row in sorted(book.rows, key=lambda r: r.exercise):
-            if row.exercise not in found:
-                continue
-            judged.append(
-                ExerciseProgress(
-                    row.exercise,
-                    folder / f"{row.exercise}.ipynb",
-                    row.status,
-                    row.points,
-                    row.max_points,
-                    dict(row.checks),
-                    [c for c, points in row.checks.items() if points > 0],
-                    _next_step(row),
-                )
+        rows = sorted((r for r in book.rows if r.exercise in found), key=lambda r: r.exercise)
+    read = {r.language for r in rows if r.status != "invalid-notebook"}  # the language the notebooks are in
+    lang = chosen or (read.pop() if len(read) == 1 else "en")
+    for row in rows:
+        judged.append(
+            ExerciseProgress(
+                row.exercise,
+                folder / f"{row.exercise}.ipynb",
+                row.status,
+                row.points,
+                row.max_points,
+                dict(row.checks),
+                [c for c, points in row.checks.items() if points > 0],
+                _next_step(row, lang),
             )
-    result = Progress(folder, judged, [n for n in wanted if n not in found], log=log)
+        )
+    result = Progress(folder, judged, [n for n in wanted if n not in found], log=log, language=lang)
     if record:
         result.record = folder / RECORD_NAME if record is True else Path(record)
         _write_record(result, reference)
@@ -240,5 +267,5 @@ def _cmd_progress(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     print(result.table())
-    print(f"wrote {result.record}")
+    print(translate(N_("wrote the record {record}"), result.language).format(record=result.record))
     return 0 if result.exercises and all(e.done for e in result.exercises) else 1

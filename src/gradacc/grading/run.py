@@ -22,9 +22,11 @@ __all__ = []
 
 
 # ---------------------------------------------------------------------------------------------------------- running
-def _run_merged(nb, name: str, settings: Settings, box: Sandbox) -> tuple[NbvalRun, dict]:
-    """Run a merged notebook under nbval with the grading plugin, in ``box``; returns the run and what the plugin
+def _run_merged(nb, name: str, settings: Settings, box: Sandbox, language: str = "en") -> tuple[NbvalRun, dict]:
+    """Run a merged notebook under nbval with the grading plugin, in ``box``, its ``gradacc`` messages in
+    ``language`` (``GRADACC_LANG``, whatever the grader's own environment holds); returns the run and what the plugin
     sent through the runner's report pipe (``_capture``)."""
+    from ..i18n import ENV_VAR
     from .plugin import ENV
 
     threads = str(max(1, (os.cpu_count() or 1) // settings.workers))
@@ -44,6 +46,7 @@ def _run_merged(nb, name: str, settings: Settings, box: Sandbox) -> tuple[NbvalR
             ENV: json.dumps(plugin),
             "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",  # only nbval and our plugin in the runner
             "PYTHONSAFEPATH": "1",  # the runner does not import from its working directory
+            ENV_VAR: language,  # the check cells' lines in the submission's language (merge_submission expects them)
             "OMP_NUM_THREADS": threads,
             "MKL_NUM_THREADS": threads,
             "OPENBLAS_NUM_THREADS": threads,

@@ -16,8 +16,23 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
 from ..course.nbval_run import NbvalRun
+from ..i18n import N_, Message, notebook_language, translate
 from .discover import Found, discover, load_references, read_submission
-from .gradebook import Gradebook, GradingError, Reference, Row, Settings, _code, _md, _num, _short
+from .gradebook import (
+    STATUS_NAMES,
+    Gradebook,
+    GradingError,
+    Reference,
+    Row,
+    Settings,
+    _check_message,
+    _code,
+    _md,
+    _num,
+    _said,
+    _say,
+    _short,
+)
 from .merge import _flags, identify, match_solutions, merge_submission
 from .run import _calibrate, _run_merged
 from .sandbox import SANDBOX_NONE_WARNING, Sandbox, start_sandbox
@@ -59,32 +74,14 @@ def same_output(got: str, want: str) -> bool:
     return True
 
 
-def _check_message(check: str, captured: dict | None, stopped: bool, cell_timeout: float) -> str:
-    """What the student sees for a failed visible check: its own ``Exercise X.Y: ...`` line, or why there is none."""
-    if not captured or stopped and not captured.get("stdout") and not captured.get("error"):
-        return "the check could not run: the kernel had stopped (see the status)"
-    lines = captured.get("stdout", "").splitlines()
-    own = [line for line in lines if line.startswith(f"Exercise {check}:")]
-    err = captured.get("error")
-    says_correct = bool(own) and own[0].strip() == f"Exercise {check}: correct"
-    if says_correct and err and err["ename"] == "CheckFailed":
-        return _short(f"the check cell raised CheckFailed although a line says correct: {err['evalue']}", 300)
-    if says_correct and len(lines) > 1:
-        return "the check printed 'correct' but also other lines (your code printed while being checked)"
-    if own:
-        return _short(own[0], 300)
-    if err:
-        if err["ename"] == "KeyboardInterrupt":
-            return f"the check was interrupted after {cell_timeout:g} s (an endless loop in your code?)"
-        return _short(f"the check cell raised {err['ename']}" + (f": {err['evalue']}" if err["evalue"] else ""), 300)
-    if captured.get("stderr"):
-        return "the check printed to stderr (a warning from your code?) instead of its one line"
-    return "the check printed nothing (did your code redirect sys.stdout?)"
-
-
-def _score(ref: Reference, layout: dict[str, int], run: NbvalRun, capture: dict, settings: Settings, row: Row) -> None:
+def _score(
+    ref: Reference, layout: dict[str, int], run: NbvalRun, capture: dict, settings: Settings, row: Row, printed: str
+) -> None:
+    """Fill ``row`` from a run: points, the instructor's ``message`` and ``hidden`` (English), and the student's
+    ``feedback`` (in ``row.language``); ``printed`` is the language the run's check cells printed in."""
     cells, events = capture["cells"], capture["events"]
     kinds = {e.get("kind") for e in events}
+    lang = row.language
 
     def outcome(key: str) -> str:
         return run.cells.get(layout[key], {}).get("outcome", "not run")
@@ -99,33 +96,48 @@ def _score(ref: Reference, layout: dict[str, int], run: NbvalRun, capture: dict,
             got = cells.get(key) or {}
             if got.get("error"):
                 err = got["error"]
-                hidden_problem = f"your code raised {err['ename']}" + (
-                    f": {_short(err['evalue'], 200)}" if err["evalue"] else ""
+                hidden_problem = (
+                    Message(
+                        N_("your code raised {error}: {message}"),
+                        error=err["ename"],
+                        message=_short(err["evalue"], 200),
+                    )
+                    if err["evalue"]
+                    else Message(N_("your code raised {error}"), error=err["ename"])
                 )
             elif outcome(key) == "not run":
-                hidden_problem = "it did not run (the notebook stopped before it)"
+                hidden_problem = Message(N_("it did not run (the notebook stopped before it)"))
             elif outcome(key) != "passed" or not same_output(got.get("stdout", ""), ref.expected.get(key, "")):
-                hidden_problem = "your results differ from the reference solution's"
+                hidden_problem = Message(N_("your results differ from the reference solution's"))
             if hidden_problem:
                 break
         if hidden_keys:
-            row.hidden[cid] = hidden_problem or "passed"
+            row.hidden[cid] = str(hidden_problem) or "passed"
         earned = points if visible and not hidden_problem else 0
         row.checks[cid] = earned
         row.points += earned
         if earned:
-            row.feedback.append(f"Exercise {cid} ({_num(points)} points): passed")
+            row.feedback.append(
+                _say(lang, N_("Exercise {check} ({points} points): passed"), check=cid, points=_num(points))
+            )
             continue
         if not visible:
             stopped = bool(kinds & {"kernel-died", "output-limit"})
-            why = _check_message(cid, cells.get(f"check:{cid}"), stopped, settings.cell_timeout)
+            why = _check_message(cid, cells.get(f"check:{cid}"), stopped, settings.cell_timeout, printed)
+            failures.append(f"{cid}: {_short(why, 160)}")
+            said = _short(_said(why, lang), 300)
         else:
-            why = (
-                "your answer passed the check in the notebook but not the grader's additional check on inputs drawn "
-                f"at grading time: {hidden_problem}"
+            why = Message(
+                N_(
+                    "your answer passed the check in the notebook but not the grader's additional check on inputs "
+                    "drawn at grading time: {problem}"
+                ),
+                problem=hidden_problem,
             )
-        failures.append(f"{cid}: {_short(why if not visible else 'hidden check failed: ' + hidden_problem, 160)}")
-        row.feedback.append(f"Exercise {cid} (0 / {_num(points)} points): failed: `{_code(why)}`")
+            failures.append(f"{cid}: {_short('hidden check failed: ' + hidden_problem, 160)}")
+            said = why.into(lang)
+        failed = N_("Exercise {check} (0 / {points} points): failed: `{why}`")
+        row.feedback.append(_say(lang, failed, check=cid, points=_num(points), why=_code(said)))
 
     last = capture["started"][-1:] or ["?"]
     memory = any(
@@ -136,38 +148,59 @@ def _score(ref: Reference, layout: dict[str, int], run: NbvalRun, capture: dict,
     if run.returncode == -9:
         row.status, row.points = "timeout", 0
         row.checks = dict.fromkeys(row.checks, 0)
-        row.feedback = [f"the notebook did not finish within {settings.timeout:g} s (still running: {last[0]})"]
-        status_message = row.feedback[0]
+        status_message = Message(
+            N_("the notebook did not finish within {seconds} s (still running: {cell})"),
+            seconds=f"{settings.timeout:g}",
+            cell=last[0],
+        )
+        row.feedback = [status_message.into(lang)]
     elif "output-limit" in kinds:
         row.status = "output-limit"
         where = next((e.get("cell") for e in events if e.get("kind") == "output-limit"), last[0])
-        status_message = f"more than {settings.max_output_kib} KiB of output (at {where}); the kernel was stopped"
+        status_message = Message(
+            N_("more than {kib} KiB of output (at {cell}); the kernel was stopped"),
+            kib=settings.max_output_kib,
+            cell=where,
+        )
     elif run.output_bytes > settings.max_output_kib * 2**10:
         row.status = "output-limit"
-        status_message = (
-            f"{run.output_bytes / 2**20:.1f} MiB written straight into the grading process's pipe (past the "
-            f"{settings.max_output_kib} KiB cap; kept the first part only)"
+        status_message = Message(
+            N_(
+                "{mib} MiB written straight into the grading process's pipe (past the {kib} KiB cap; kept the first "
+                "part only)"
+            ),
+            mib=f"{run.output_bytes / 2**20:.1f}",
+            kib=settings.max_output_kib,
         )
     elif "kernel-died" in kinds:
         row.status = "crashed"
         where = next((e.get("cell") for e in events if e.get("kind") == "kernel-died"), last[0])
-        status_message = f"the kernel died while running {where}"
+        status_message = Message(N_("the kernel died while running {cell}"), cell=where)
     elif memory:
         row.status = "memory-limit"
-        status_message = f"a cell ran out of memory (limit {settings.memory_mib} MiB)"
+        status_message = Message(N_("a cell ran out of memory (limit {mib} MiB)"), mib=settings.memory_mib)
     elif "cell-timeout" in kinds:
         row.status = "timeout"
         where = [e.get("cell") for e in events if e.get("kind") == "cell-timeout"]
-        status_message = f"cell(s) {where} ran past {settings.cell_timeout:g} s and were interrupted"
+        status_message = Message(
+            N_("cell(s) {cells} ran past {seconds} s and were interrupted"),
+            cells=where,
+            seconds=f"{settings.cell_timeout:g}",
+        )
     elif not run.cells:
         row.status = "crashed"
-        status_message = f"the nbval process exited with code {run.returncode}: {_short(run.output[-400:], 300)}"
+        status_message = Message(
+            N_("the nbval process exited with code {code}: {output}"),
+            code=run.returncode,
+            output=_short(run.output[-400:], 300),
+        )
     else:
         row.status = "graded"
         status_message = ""
     if status_message and run.returncode != -9:
-        row.feedback.insert(0, f"{row.status}: `{_code(status_message)}`")
-    row.message = "; ".join(filter(None, [status_message] + failures + [row.message]))
+        name = translate(STATUS_NAMES[row.status], lang)
+        row.feedback.insert(0, f"{name}: `{_code(status_message.into(lang))}`")
+    row.message = "; ".join(filter(None, [str(status_message)] + failures + [row.message]))
     row.seconds, row.peak_mib = run.wall_s, run.peak_mib
 
 
@@ -206,23 +239,33 @@ def _grade_one(
         row.status, row.message = "invalid-notebook", problem
         row.feedback.append(f"`{_code(problem)}`")
         return row
+    row.language = lang = notebook_language(nb)
     other, how = identify(nb, ids, ref.name, refs)
     if other is not None:
         row.status = "wrong-exercise"
-        row.message = f"this file should be {ref.name}.ipynb, but {how}"
-        row.feedback.append(f"`{_code(row.message)}`")
+        wrong = Message(N_("this file should be {name}.ipynb, but {how}"), name=ref.name, how=how)
+        row.message = str(wrong)
+        row.feedback.append(f"`{_code(wrong.into(lang))}`")
         return row
     sources, notes = match_solutions(ref, nb, ids)
     row.flags = _flags(sources.values())
-    merged, layout = merge_submission(ref, sources, seed)
+    # the language the check cells print in: the reference's own (a pt-BR reference sets it in its setup cell), else
+    # the submission's (GRADACC_LANG in the run); the points do not depend on it
+    printed = notebook_language(ref.notebook) if notebook_language(ref.notebook) != "en" else lang
+    merged, layout = merge_submission(ref, sources, seed, language=printed)
     row.sandbox = box.label
-    run, capture = _run_merged(merged, ref.name, settings, box)
+    run, capture = _run_merged(merged, ref.name, settings, box, language=printed)
     if died_before_any_cell(run, capture):  # nothing of the student's ran: the machine's fault, not theirs
-        notes.append(f"the kernel died before the first cell (nbval exit {run.returncode}); graded on a second try")
-        run, capture = _run_merged(merged, ref.name, settings, box)
+        notes.append(
+            Message(
+                N_("the kernel died before the first cell (nbval exit {code}); graded on a second try"),
+                code=run.returncode,
+            )
+        )
+        run, capture = _run_merged(merged, ref.name, settings, box, language=printed)
     row.message = "; ".join(notes)
-    _score(ref, layout, run, capture, settings, row)
-    row.feedback += [f"note: {_md(n)}" for n in notes]
+    _score(ref, layout, run, capture, settings, row, printed)
+    row.feedback += [_say(lang, N_("note: {note}"), note=_md(_said(n, lang))) for n in notes]
     if capture["planted"]:  # for the instructor: no verdict is read from a file, but the code tried
         row.flags = "; ".join(filter(None, [row.flags, FORGED_FLAG]))
         planted = f"{FORGED_FLAG} left in the working folder, ignored: {', '.join(capture['planted'])}"

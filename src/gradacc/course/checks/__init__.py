@@ -21,9 +21,9 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
-from ...i18n import _
+from ...i18n import _, language
 
-__all__ = ["CheckFailed", "report", "run_check", "close", "quietly", "weights_fingerprint"]
+__all__ = ["CheckFailed", "report", "run_check", "close", "grouped", "quietly", "weights_fingerprint"]
 
 
 def report(exercise: str, ok: bool, message: str = "") -> bool:
@@ -94,6 +94,13 @@ def close(name: str, got: float, want: float, tol: float) -> str | None:
     return _("{name} = {got}, expected {want} (tolerance {tol})").format(
         name=name, got=f"{got:.6g}", want=f"{want:.6g}", tol=f"{tol:g}"
     )
+
+
+def grouped(count: int) -> str:
+    """An integer with its thousands grouped for the learner's language: ``12,288`` in English, ``12 288`` in
+    Brazilian Portuguese (whose decimal mark is the comma; locale/README.md)."""
+    text = f"{int(count):,d}"
+    return text if language() == "en" else text.replace(",", " ")
 
 
 def quietly(fn: Callable, *args: Any, **kwargs: Any) -> Any:

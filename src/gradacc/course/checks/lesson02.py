@@ -16,8 +16,9 @@ from torch import nn
 from ...accumulation import max_abs_diff, train_accumulated
 from ...data import digits_loader, load_digits_tensors
 from ...graphs import SavedTensorMeter
+from ...i18n import _
 from ...models import make_digits_model
-from . import close, run_check
+from . import close, grouped, run_check
 
 __all__ = ["check_accumulation_window", "check_train_epoch"]
 
@@ -81,29 +82,33 @@ def check_accumulation_window(accumulation_window: Callable) -> None:
             with SavedTensorMeter(exclude=exclude) as meter:
                 result = accumulation_window(model, optimizer, micro_batches)
 
-            where = f"micro-batches of {sizes} samples"
             if steps[0] != 1:
-                return f"with {where} it made {steps[0]} optimizer steps; a window makes exactly one"
+                return _(
+                    "with micro-batches of {sizes} samples it made {steps} optimizer steps; a window makes exactly one"
+                ).format(sizes=sizes, steps=steps[0])
             if not isinstance(result, float):
-                return f"return the window's mean loss as a Python float (loss.item()), got {type(result).__name__}"
-            if meter.peak_bytes > 1.5 * one_micro_batch:
-                return (
-                    f"with {where} the activations of several micro-batches were alive at once (peak "
-                    f"{meter.peak_bytes:,d} bytes saved for backward, one micro-batch needs {one_micro_batch:,d}): "
-                    "call backward after each micro-batch's forward"
+                return _("return the window's mean loss as a Python float (loss.item()), got {got}").format(
+                    got=type(result).__name__
                 )
+            if meter.peak_bytes > 1.5 * one_micro_batch:
+                return _(
+                    "with micro-batches of {sizes} samples the activations of several micro-batches were alive at "
+                    "once (peak {peak} bytes saved for backward, one micro-batch needs {one}): call backward after "
+                    "each micro-batch's forward"
+                ).format(sizes=sizes, peak=grouped(meter.peak_bytes), one=grouped(one_micro_batch))
             diff = max_abs_diff(model.parameters(), reference.parameters())
             if not diff <= _TOL:
-                return (
-                    f"with {where} the weights after the step differ from one full-batch step by {diff:.2g} "
-                    f"(tolerance {_TOL:g}): sum each micro-batch's loss and divide by the {sum(sizes)} samples "
-                    "of the whole window"
-                )
+                return _(
+                    "with micro-batches of {sizes} samples the weights after the step differ from one full-batch step "
+                    "by {diff} (tolerance {tol}): sum each micro-batch's loss and divide by the {samples} samples of "
+                    "the whole window"
+                ).format(sizes=sizes, diff=f"{diff:.2g}", tol=f"{_TOL:g}", samples=sum(sizes))
             if not _grads_are_clear(model):
-                return "the gradients are not zeroed after the optimizer step"
-            problem = close(f"the returned loss for {where}", result, full_loss.item(), 1e-5)
+                return _("the gradients are not zeroed after the optimizer step")
+            name = _("the returned loss for micro-batches of {sizes} samples").format(sizes=sizes)
+            problem = close(name, result, full_loss.item(), 1e-5)
             if problem:
-                return problem + " (the mean loss per sample over the whole window)"
+                return problem + " " + _("(the mean loss per sample over the whole window)")
         return None
 
     run_check("2.1", body)
@@ -139,31 +144,38 @@ def check_train_epoch(train_epoch: Callable) -> None:
             steps = _count_steps(got_optimizer)
             losses = train_epoch(got_model, got_optimizer, got_scheduler, batches, accum_steps)
 
-            where = f"{len(batches)} micro-batches with accum_steps={accum_steps}"
+            where = _("{count} micro-batches with accum_steps={accum_steps}").format(
+                count=len(batches), accum_steps=accum_steps
+            )
             if steps[0] != len(want):
-                return f"{where}: {steps[0]} optimizer steps, expected {len(want)} (the last window may be shorter)"
+                return _("{where}: {steps} optimizer steps, expected {want} (the last window may be shorter)").format(
+                    where=where, steps=steps[0], want=len(want)
+                )
             lr = got_optimizer.param_groups[0]["lr"]
             if abs(lr - want_lr) > 1e-12:
-                return (
-                    f"{where}: the learning rate after the epoch is {lr:.6g}, expected {want_lr:.6g}: "
-                    "step the scheduler once per optimizer step"
-                )
+                return _(
+                    "{where}: the learning rate after the epoch is {lr}, expected {want}: step the scheduler once per "
+                    "optimizer step"
+                ).format(where=where, lr=f"{lr:.6g}", want=f"{want_lr:.6g}")
             diff = max_abs_diff(got_model.parameters(), model.parameters())
             if not diff <= _TOL:
-                return (
-                    f"{where}: the weights after the epoch differ from the reference by {diff:.2g} (tolerance "
-                    f"{_TOL:g}): divide each window's summed loss by the number of samples in that window"
-                )
+                return _(
+                    "{where}: the weights after the epoch differ from the reference by {diff} (tolerance {tol}): "
+                    "divide each window's summed loss by the number of samples in that window"
+                ).format(where=where, diff=f"{diff:.2g}", tol=f"{_TOL:g}")
             if not _grads_are_clear(got_model):
-                return f"{where}: gradients are left in .grad after the epoch"
+                return _("{where}: gradients are left in .grad after the epoch").format(where=where)
             if not isinstance(losses, (list, tuple)) or len(losses) != len(want):
-                return f"{where}: return a list with one loss per optimizer step ({len(want)})"
+                return _("{where}: return a list with one loss per optimizer step ({count})").format(
+                    where=where, count=len(want)
+                )
             if not all(isinstance(loss, float) for loss in losses):
-                return f"{where}: return the losses as Python floats (loss.item())"
+                return _("{where}: return the losses as Python floats (loss.item())").format(where=where)
             for step, (loss, record) in enumerate(zip(losses, want, strict=True), start=1):
-                problem = close(f"{where}: the loss of optimizer step {step}", loss, record["loss"], 1e-5)
+                name = _("{where}: the loss of optimizer step {step}").format(where=where, step=step)
+                problem = close(name, loss, record["loss"], 1e-5)
                 if problem:
-                    return problem + " (the mean loss per sample of that window)"
+                    return problem + " " + _("(the mean loss per sample of that window)")
         return None
 
     run_check("2.2", body)

@@ -13,6 +13,7 @@ from collections.abc import Callable
 import torch
 import torch.nn.functional as F
 
+from ...i18n import _
 from ...memory import (
     CATEGORIES,
     MIB,
@@ -72,7 +73,9 @@ def check_micro_batch_activation_mib(micro_batch_activation_mib: Callable) -> No
                 return problem
         for args in ((0.01, 100, 8), (0.01, 64, 0), (0.01, 64, -2)):
             if not _raises_value_error(micro_batch_activation_mib, *args):
-                return f"micro_batch_activation_mib{args} should raise ValueError (the micro-batches cannot be equal)"
+                return _(
+                    "micro_batch_activation_mib{args} should raise ValueError (the micro-batches cannot be equal)"
+                ).format(args=args)
         return None
 
     run_check("3.1", body)
@@ -114,11 +117,11 @@ def check_smallest_fitting_n(smallest_fitting_n: Callable) -> None:
             want = reference(*args, **kwargs)
             got = smallest_fitting_n(*args, **kwargs)
             if got != want or (got is not None and not isinstance(got, int)):
-                extra = f", {kwargs}" if kwargs else ""
-                return f"smallest_fitting_n{args}{extra} returned {got!r}, expected {want!r}"
+                call = f"smallest_fitting_n{args}" + (f", {kwargs}" if kwargs else "")
+                return _("{call} returned {got}, expected {want}").format(call=call, got=repr(got), want=repr(want))
         for bad in (0.0, -5.0):
             if not _raises_value_error(smallest_fitting_n, 10.0, 1.0, 64, bad):
-                return f"a budget of {bad} MiB should raise ValueError"
+                return _("a budget of {budget} MiB should raise ValueError").format(budget=bad)
         return None
 
     run_check("3.2", body)
@@ -156,14 +159,18 @@ def check_peak_counter(counter_class: type) -> None:
             del a, view, b
             c = torch.zeros(256)  # 1,024 bytes
         if after_alloc != 12288:
-            return f"after ones(1024), a view of it and ones(2048), current_bytes = {after_alloc}, expected 12288"
-        if counter.current_bytes != 1024:
-            return (
-                f"after freeing those and allocating zeros(256), current_bytes = {counter.current_bytes}, expected "
-                "1024 (subtract a storage when it is freed: weakref.finalize on the storage)"
+            return _("after ones(1024), a view of it and ones(2048), current_bytes = {got}, expected 12288").format(
+                got=after_alloc
             )
+        if counter.current_bytes != 1024:
+            return _(
+                "after freeing those and allocating zeros(256), current_bytes = {got}, expected 1024 (subtract a "
+                "storage when it is freed: weakref.finalize on the storage)"
+            ).format(got=counter.current_bytes)
         if counter.peak_bytes != 12288:
-            return f"peak_bytes = {counter.peak_bytes}, expected 12288 (the largest current_bytes seen)"
+            return _("peak_bytes = {got}, expected 12288 (the largest current_bytes seen)").format(
+                got=counter.peak_bytes
+            )
         del c
         for seed in (3, 4):
             run, _model = _mlp_workload(seed)
@@ -175,9 +182,8 @@ def check_peak_counter(counter_class: type) -> None:
             with mine:
                 run()
             if mine.peak_bytes != reference.peak_bytes:
-                return (
-                    f"forward+backward of a 2-layer MLP (seed {seed}): peak_bytes = {mine.peak_bytes}, expected "
-                    f"{reference.peak_bytes}"
+                return _("forward+backward of a 2-layer MLP (seed {seed}): peak_bytes = {got}, expected {want}").format(
+                    seed=seed, got=mine.peak_bytes, want=reference.peak_bytes
                 )
         return None
 
@@ -217,12 +223,17 @@ def reference_peak_at(breakdown: dict[str, float], accum_steps: int) -> tuple[fl
 
 
 def _peak_and_moment(where: str, got, want: tuple[float, str], tol: float, label: str, compared: str) -> str | None:
-    """What is wrong with ``got``, an answer ``(peak_mib, label)`` to compare with ``want``, or ``None``."""
+    """What is wrong with ``got``, an answer ``(peak_mib, label)`` to compare with ``want``, or ``None``.
+    ``compared``: what the two moments are compared by, in the learner's language."""
     if not (isinstance(got, tuple) and len(got) == 2):
-        return f"{where} returned {got!r}; return a tuple (peak_mib, {label})"
-    problem = close(f"{where} peak", got[0], want[0], tol)
+        return _("{call} returned {got}; return a tuple (peak_mib, {label})").format(
+            call=where, got=repr(got), label=label
+        )
+    problem = close(_("the peak of {call}").format(call=where), got[0], want[0], tol)
     if problem is None and got[1] != want[1]:
-        problem = f"{where} {label} = {got[1]!r}, expected {want[1]!r} (compare the two moments' {compared})"
+        problem = _("{call} {label} = {got}, expected {want} (compare the two moments' {compared})").format(
+            call=where, label=label, got=repr(got[1]), want=repr(want[1]), compared=compared
+        )
     return problem
 
 
@@ -245,11 +256,11 @@ def check_peak_at(peak_at: Callable) -> None:
         for breakdown, ns in cases:
             for n in ns:
                 got, want = peak_at(dict(breakdown), n), reference_peak_at(breakdown, n)
-                problem = _peak_and_moment(f"peak_at({breakdown}, {n})", got, want, 1e-9, "phase", "totals")
+                problem = _peak_and_moment(f"peak_at({breakdown}, {n})", got, want, 1e-9, "phase", _("totals"))
                 if problem:
                     return problem
         if not _raises_value_error(peak_at, dict(cases[0][0]), 0):
-            return "peak_at(..., 0) should raise ValueError (N must be >= 1)"
+            return _("peak_at(..., 0) should raise ValueError (N must be >= 1)")
         return None
 
     run_check("3.4", body)
@@ -337,13 +348,15 @@ def check_peak_for_n(peak_for_n: Callable) -> None:
         for timeline, ns in cases:
             for n in ns:
                 got, want = peak_for_n(timeline, n), reference_peak_for_n(timeline, n)
-                where = f"peak_for_n(timeline measured at N = {timeline.accum_steps}, {n})"
-                problem = _peak_and_moment(where, got, want, 1e-6, "moment", "peaks")
+                where = _("peak_for_n(timeline measured at N = {measured}, {n})").format(
+                    measured=timeline.accum_steps, n=n
+                )
+                problem = _peak_and_moment(where, got, want, 1e-6, "moment", _("peaks"))
                 if problem:
                     return problem
         for n in (1, 0):
             if not _raises_value_error(peak_for_n, bound, n):
-                return f"peak_for_n(timeline, {n}) should raise ValueError (N must be >= 2)"
+                return _("peak_for_n(timeline, {n}) should raise ValueError (N must be >= 2)").format(n=n)
         return None
 
     run_check("3.5", body)

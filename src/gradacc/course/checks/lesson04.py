@@ -8,6 +8,7 @@ import torch
 
 from ...accumulation import max_abs_diff, train_accumulated
 from ...data import digits_loader
+from ...i18n import _
 from ...models import make_digits_model
 from . import close, run_check
 
@@ -59,12 +60,11 @@ def check_train_epoch(train_epoch: Callable) -> None:
             want = _manual(accum_steps, micro, n_samples, max_norm, seed)
             diff = max_abs_diff(got.values(), want.values())
             if not diff <= 1e-6:
-                what = f"N={accum_steps}, micro-batches of {micro}, max_norm={max_norm}"
-                return (
-                    f"with {what} your weights differ from the manual loop's by up to {diff:.2e}; accumulate inside "
-                    "accelerator.accumulate(model), use accelerator.backward, and clip only when "
-                    "accelerator.sync_gradients is true"
-                )
+                return _(
+                    "with N={accum_steps}, micro-batches of {micro}, max_norm={max_norm} your weights differ from the "
+                    "manual loop's by up to {diff}; accumulate inside accelerator.accumulate(model), use "
+                    "accelerator.backward, and clip only when accelerator.sync_gradients is true"
+                ).format(accum_steps=accum_steps, micro=micro, max_norm=max_norm, diff=f"{diff:.2e}")
         return None
 
     run_check("4.1", body)
@@ -128,7 +128,9 @@ def check_window_loss_scale(window_loss_scale: Callable) -> None:
         train_accumulated(model, torch.optim.SGD(model.parameters(), lr=0.2), digits_loader(8, seed=4, n_samples=80), 4)
         diff = max_abs_diff(got.values(), model.state_dict().values())
         if not diff <= 1e-6:
-            return f"an Accelerate loop using your scale differs from the manual loop by {diff:.2e}"
+            return _("an Accelerate loop using your scale differs from the manual loop by {diff}").format(
+                diff=f"{diff:.2e}"
+            )
         return None
 
     run_check("4.2", body)

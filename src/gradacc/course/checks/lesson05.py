@@ -8,6 +8,7 @@ from collections.abc import Callable
 
 import torch
 
+from ...i18n import _
 from . import close, run_check
 
 __all__ = ["check_causal_lm_loss", "check_fixed_trainer", "reference_causal_lm_loss"]
@@ -96,16 +97,17 @@ def check_causal_lm_loss(causal_lm_loss: Callable) -> None:
             got = causal_lm_loss({"logits": logits.clone()}, labels.clone(), num_items_in_batch=count)
             want = reference_causal_lm_loss(logits, labels, count)
             if not torch.is_tensor(got) or got.dim() != 0:
-                return f"causal_lm_loss should return a 0-d tensor (a scalar loss), got {got!r}"
-            problem = close(f"the loss with num_items_in_batch={shown}", got, float(want), 1e-5)
+                return _("causal_lm_loss should return a 0-d tensor (a scalar loss), got {got}").format(got=repr(got))
+            name = _("the loss with num_items_in_batch={count}").format(count=shown)
+            problem = close(name, got, float(want), 1e-5)
             if problem:
                 return problem
         gap = _trainer_gradient_gap(causal_lm_loss)
         if not gap <= 1e-6:
-            return (
-                f"as a Trainer compute_loss_func (N=3) the gradient differs from the single batch's (summed token "
-                f"losses / num_items_in_batch) by {gap:.2e}"
-            )
+            return _(
+                "as a Trainer compute_loss_func (N=3) the gradient differs from the single batch's (summed token "
+                "losses / num_items_in_batch) by {gap}"
+            ).format(gap=f"{gap:.2e}")
         return None
 
     run_check("5.1", body)
@@ -139,11 +141,17 @@ def _weights_after_one_step(make_trainer: Callable | None, micro_batch_size: int
             from transformers.trainer_callback import PrinterCallback
 
             if not isinstance(trainer, Trainer):
-                raise TypeError(f"make_fixed_trainer must return a transformers.Trainer, got {type(trainer).__name__}")
+                raise TypeError(
+                    _("make_fixed_trainer must return a transformers.Trainer, got {got}").format(
+                        got=type(trainer).__name__
+                    )
+                )
             trainer.remove_callback(PrinterCallback)
         if trainer.args.gradient_accumulation_steps != accum_steps:
             raise ValueError(
-                f"keep args.gradient_accumulation_steps = {accum_steps}, got {trainer.args.gradient_accumulation_steps}"
+                _("keep args.gradient_accumulation_steps = {want}, got {got}").format(
+                    want=accum_steps, got=trainer.args.gradient_accumulation_steps
+                )
             )
         trainer.train()
     return {k: v.detach().cpu().clone() for k, v in trainer.model.named_parameters()}
@@ -161,7 +169,7 @@ def check_fixed_trainer(make_fixed_trainer: Callable) -> None:
     def body() -> str | None:
         from ...trainer import tiny_bert_classifier, update_ratio
 
-        tokenizer, _, _ = _classifier_setup()
+        tokenizer = _classifier_setup()[0]
         for micro, accum, seed in ((6, 4, 3), (8, 3, 4)):
             start = {
                 k: v.detach().clone()
@@ -174,10 +182,10 @@ def check_fixed_trainer(make_fixed_trainer: Callable) -> None:
             ratio = update_ratio(got, one_batch, start)
             diff = max(float((got[k] - one_batch[k]).abs().max()) for k in got)
             if not (abs(ratio - 1) <= 1e-4 and diff <= 1e-6):
-                return (
-                    f"with micro-batches of {micro} and N={accum} your Trainer's update is {ratio:.3f}x the one-batch "
-                    f"update (max |weight difference| {diff:.2e})"
-                )
+                return _(
+                    "with micro-batches of {micro} and N={accum} your Trainer's update is {ratio}x the one-batch "
+                    "update (max |weight difference| {diff})"
+                ).format(micro=micro, accum=accum, ratio=f"{ratio:.3f}", diff=f"{diff:.2e}")
         return None
 
     run_check("5.2", body)

@@ -16,6 +16,7 @@ import numpy as np
 
 from ... import jaxacc
 from ...data import IGNORE_INDEX
+from ...i18n import _
 from . import close, run_check
 
 __all__ = ["check_scan_accumulation", "check_unequal_window", "matmul_shapes", "TOLERANCE"]
@@ -47,17 +48,21 @@ def _compare(name: str, got: object, params, x_real, y_real) -> str | None:
     try:
         loss, grads = got  # type: ignore[misc]
     except (TypeError, ValueError):
-        return f"{name}: return a pair (loss, grads), got {type(got).__name__}"
+        return _("{case}: return a pair (loss, grads), got {got}").format(case=name, got=type(got).__name__)
     want_loss, want_grads = jaxacc.full_batch_grads(params, x_real, y_real)
     if jax.tree_util.tree_structure(grads) != jax.tree_util.tree_structure(want_grads):
-        return f"{name}: grads must have the parameters' structure {jax.tree_util.tree_structure(want_grads)}"
-    hint = "sum over micro-batches, then divide once by the number of real (non-IGNORE_INDEX) labels in the window"
-    problem = close(f"{name}: loss", loss, float(want_loss), TOLERANCE)
+        return _("{case}: grads must have the parameters' structure {structure}").format(
+            case=name, structure=jax.tree_util.tree_structure(want_grads)
+        )
+    hint = _("sum over micro-batches, then divide once by the number of real (non-IGNORE_INDEX) labels in the window")
+    problem = close(_("the loss for {case}").format(case=name), loss, float(want_loss), TOLERANCE)
     if problem:
-        return f"{problem}; the loss is the mean per real item: {hint}"
+        return _("{problem}; the loss is the mean per real item: {hint}").format(problem=problem, hint=hint)
     diff = jaxacc.max_abs_diff(grads, want_grads)
     if not diff <= TOLERANCE:
-        return f"{name}: max |grads - full-batch grads| = {diff:.3g} > {TOLERANCE:g}; {hint}"
+        return _("{case}: max |grads - full-batch grads| = {diff} > {tol}; {hint}").format(
+            case=name, diff=f"{diff:.3g}", tol=f"{TOLERANCE:g}", hint=hint
+        )
     return None
 
 
@@ -71,8 +76,8 @@ def check_scan_accumulation(accumulate: Callable) -> None:
 
     def body() -> str | None:
         cases = [
-            ("3 layers, N=4, 13 padding rows", 1, (12, 20, 16, 5), 48, 35, 4),
-            ("2 layers, N=8, no padding", 2, (64, 32, 10), 64, 64, 8),
+            (_("3 layers, N=4, 13 padding rows"), 1, (12, 20, 16, 5), 48, 35, 4),
+            (_("2 layers, N=8, no padding"), 2, (64, 32, 10), 64, 64, 8),
         ]
         jitted = jax.jit(accumulate, static_argnums=3)
         for name, seed, sizes, rows, real, n in cases:
@@ -82,7 +87,9 @@ def check_scan_accumulation(accumulate: Callable) -> None:
                 return problem
         params, x, y = _problem(3, (6, 8, 4), 32, 30)
         if jaxacc.count_traced_ops(lambda p, a, b: accumulate(p, a, b, 4), params, x, y, primitive="scan") == 0:
-            return "the traced program has no scan: write the micro-step as the body of jax.lax.scan, not a Python loop"
+            return _(
+                "the traced program has no scan: write the micro-step as the body of jax.lax.scan, not a Python loop"
+            )
         return None
 
     run_check("6.1", body)
@@ -126,8 +133,8 @@ def check_unequal_window(window_grads: Callable) -> None:
 
     def body() -> str | None:
         cases = [
-            ("sizes 5, 40, 17", 5, (12, 20, 5), (5, 40, 17)),
-            ("sizes 40, 40, 5", 6, (12, 20, 5), (40, 40, 5)),
+            (_("micro-batches of sizes {sizes}").format(sizes="5, 40, 17"), 5, (12, 20, 5), (5, 40, 17)),
+            (_("micro-batches of sizes {sizes}").format(sizes="40, 40, 5"), 6, (12, 20, 5), (40, 40, 5)),
         ]
         for name, seed, sizes, lengths in cases:
             params, x, y = _problem(seed, sizes, sum(lengths), sum(lengths))
@@ -139,11 +146,11 @@ def check_unequal_window(window_grads: Callable) -> None:
             if problem:
                 return problem
             if any(sum(lengths) in shape for shape in shapes):
-                return (
-                    f"{name}: the numbers are right, but a matrix product ran on all {sum(lengths)} rows of the window "
-                    "at once (the micro-batches concatenated): that is one big batch, not accumulation. Compute "
-                    "each micro-batch's summed loss and gradient on its own rows and add them up"
-                )
+                return _(
+                    "{case}: the numbers are right, but a matrix product ran on all {rows} rows of the window at once "
+                    "(the micro-batches concatenated): that is one big batch, not accumulation. Compute each "
+                    "micro-batch's summed loss and gradient on its own rows and add them up"
+                ).format(case=name, rows=sum(lengths))
         return None
 
     run_check("6.2", body)

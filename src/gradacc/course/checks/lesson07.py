@@ -26,6 +26,7 @@ import torch
 
 from ...accumulation import max_abs_diff, train_accumulated
 from ...distributed import rank_batches
+from ...i18n import _
 from ...launch import _worker_env, free_port, ranks_command, run_processes
 from ...models import make_digits_model
 from . import run_check
@@ -73,9 +74,11 @@ def check_token_weighted_loss(token_weighted_loss: Callable[..., torch.Tensor]) 
                 all_losses.append(torch.nn.functional.softplus(feats @ w))
                 loss = token_weighted_loss(token_losses.sum(), counts[rank], total, world)
                 if not isinstance(loss, torch.Tensor) or loss.dim() != 0:
-                    return f"token_weighted_loss should return a 0-d tensor, got {type(loss).__name__}"
+                    return _("token_weighted_loss should return a 0-d tensor, got {got}").format(
+                        got=type(loss).__name__
+                    )
                 if not loss.requires_grad:
-                    return "the returned loss has no gradient: build it from loss_sum (do not call .item())"
+                    return _("the returned loss has no gradient: build it from loss_sum (do not call .item())")
                 (grad,) = torch.autograd.grad(loss, wr)
                 grads.append(grad)
             ddp_grad = torch.stack(grads).mean(0)  # what DDP's all-reduce leaves on every rank
@@ -85,10 +88,10 @@ def check_token_weighted_loss(token_weighted_loss: Callable[..., torch.Tensor]) 
             diff = float((ddp_grad - want).abs().max())
             if diff > 1e-9:
                 ratio = float(ddp_grad.norm() / want.norm())
-                return (
-                    f"with tokens per rank {list(counts)} the averaged gradient differs from sum/{total} by {diff:.2e} "
-                    f"(its norm is {ratio:.3f}x the right one)"
-                )
+                return _(
+                    "with tokens per rank {counts} the averaged gradient differs from sum/{total} by {diff} (its norm "
+                    "is {ratio}x the right one)"
+                ).format(counts=list(counts), total=total, diff=f"{diff:.2e}", ratio=f"{ratio:.3f}")
         return None
 
     run_check("7.1", body)
@@ -118,15 +121,15 @@ def _judge_on_ranks(train_epoch_ddp: Callable, cases, where: Callable, judge: Ca
     try:
         results = epoch_on_ranks(train_epoch_ddp, cases)
     except OSError:
-        return "define train_epoch_ddp in a notebook cell of its own: the check could not read its source"
+        return _("define train_epoch_ddp in a notebook cell of its own: the check could not read its source")
     for case, result in zip(cases, results, strict=False):
         if "error" in result:
             if result["error"].startswith("NotImplementedError"):
                 raise NotImplementedError()  # reported as "not answered yet"
-            return f"{where(case)}: your code raised {result['error']}"
+            return _("{where}: your code raised {error}").format(where=where(case), error=result["error"])
         problem = judge(case, result)
         if problem:
-            return f"{where(case)}: {problem}"
+            return where(case) + ": " + problem
     return None
 
 
@@ -141,13 +144,15 @@ def check_allreduces_per_window(train_epoch_ddp: Callable[..., object]) -> None:
     def judge(case: dict, result: dict) -> str | None:
         if result["allreduces"] == windows_of(case):
             return None
-        return (
-            f"{result['allreduces']} gradient all-reduces, expected {windows_of(case)} (one per window: no_sync() on "
-            "every micro-step except the last of each window, the short last window too)"
-        )
+        return _(
+            "{got} gradient all-reduces, expected {want} (one per window: no_sync() on every micro-step except the "
+            "last of each window, the short last window too)"
+        ).format(got=result["allreduces"], want=windows_of(case))
 
     def where(case: dict) -> str:
-        return f"{len(case['sizes'][0])} micro-batches per rank on 2 ranks, accum_steps={case['accum_steps']}"
+        return _("{count} micro-batches per rank on 2 ranks, accum_steps={accum_steps}").format(
+            count=len(case["sizes"][0]), accum_steps=case["accum_steps"]
+        )
 
     run_check("7.2", lambda: _judge_on_ranks(train_epoch_ddp, _ALLREDUCE_CASES, where, judge))
 
@@ -256,18 +261,20 @@ def check_epoch_weights(train_epoch_ddp: Callable[..., object]) -> None:
     def judge(case: dict, result: dict) -> str | None:
         start = make_digits_model(seed=case["seed"], hidden=16).parameters()
         if max_abs_diff(result["weights"], start) == 0.0:
-            return "the weights did not change (call optimizer.step() once per window)"
+            return _("the weights did not change (call optimizer.step() once per window)")
         diff = max_abs_diff(result["weights"], one_process_weights(case))
         if diff <= 1e-6:
             return None
-        return (
-            f"the weights differ from one process accumulating the same windows by {diff:.2e}. Divide each "
-            "micro-batch's summed loss by the samples of its window on ALL ranks (all-reduce the count) and multiply "
-            "by the world size, as in 7.1; step after the short last window too"
-        )
+        return _(
+            "the weights differ from one process accumulating the same windows by {diff}. Divide each micro-batch's "
+            "summed loss by the samples of its window on ALL ranks (all-reduce the count) and multiply by the world "
+            "size, as in 7.1; step after the short last window too"
+        ).format(diff=f"{diff:.2e}")
 
     def where(case: dict) -> str:
         sizes = case["sizes"]
-        return f"ranks with micro-batches of {sizes[0]} and {sizes[1]} samples, N={case['accum_steps']}"
+        return _("ranks with micro-batches of {first} and {second} samples, N={accum_steps}").format(
+            first=sizes[0], second=sizes[1], accum_steps=case["accum_steps"]
+        )
 
     run_check("7.3", lambda: _judge_on_ranks(train_epoch_ddp, _RANK_CASES, where, judge))

@@ -17,6 +17,7 @@ from torch import nn
 
 from ...data import load_digits_tensors
 from ...graphs import SavedTensorMeter
+from ...i18n import _
 from ...models import make_digits_model
 from ...pitfalls import info_nce_loss, two_views
 from . import run_check
@@ -54,13 +55,15 @@ def check_running_var(running_var_after: Callable[..., torch.Tensor]) -> None:
             got = running_var_after(start.clone(), [b.clone() for b in micro_batches], momentum)
             got = torch.as_tensor(got, dtype=torch.float32)
             if got.shape != want.shape:
-                return f"expected a tensor of shape {tuple(want.shape)}, got {tuple(got.shape)}"
+                return _("expected a tensor of shape {want}, got {got}").format(
+                    want=tuple(want.shape), got=tuple(got.shape)
+                )
             diff = float((got - want).abs().max())
             if not diff <= 1e-5:
-                return (
-                    f"micro-batches of {list(sizes)} samples, momentum {momentum}: differs from nn.BatchNorm1d's "
-                    f"running_var by {diff:.2e} (one update per micro-batch, with which variance?)"
-                )
+                return _(
+                    "micro-batches of {sizes} samples, momentum {momentum}: differs from nn.BatchNorm1d's running_var "
+                    "by {diff} (one update per micro-batch, with which variance?)"
+                ).format(sizes=list(sizes), momentum=momentum, diff=f"{diff:.2e}")
         return None
 
     run_check("8.1", body)
@@ -73,7 +76,7 @@ _GC_MEMORY_CASES = ((48, 3, 256, 0.1, 0), (40, 4, 256, 0.2, 500))
 
 
 def _gc_setup(n: int, hidden: int, start: int, seed: int):
-    x, _ = load_digits_tensors()
+    x = load_digits_tensors()[0]
     views_a, views_b = two_views(x[start : start + n])
     encoder = make_digits_model(seed=seed, hidden=hidden, depth=2)
     return encoder, views_a, views_b
@@ -110,23 +113,27 @@ def check_grad_cache_gradient(grad_cache_backward: Callable[..., float]) -> None
     def body() -> str | None:
         for seed, (n, accum_steps, hidden, temperature, start) in enumerate(_GC_CASES):
             encoder, views_a, views_b = _gc_setup(n, hidden, start, seed)
-            want_loss, want, _ = _full_batch(encoder, views_a, views_b, temperature)
-            loss, grads, _ = _learner(grad_cache_backward, encoder, views_a, views_b, accum_steps, temperature)
-            case = f"batch of {n}, accum_steps={accum_steps}"
+            want_loss, want, _peak = _full_batch(encoder, views_a, views_b, temperature)
+            loss, grads, _peak = _learner(grad_cache_backward, encoder, views_a, views_b, accum_steps, temperature)
+            case = _("batch of {n}, accum_steps={accum_steps}").format(n=n, accum_steps=accum_steps)
             if any(g is None for g in grads):
-                return f"{case}: some parameters have no .grad after grad_cache_backward (call backward on each chunk)"
+                return _(
+                    "{case}: some parameters have no .grad after grad_cache_backward (call backward on each chunk)"
+                ).format(case=case)
             diff = max(float((g - w).abs().max()) for g, w in zip(grads, want, strict=True))
             if diff > 1e-5:
-                return (
-                    f"{case}: the gradient differs from the full-batch InfoNCE gradient by {diff:.2e} (every sample "
-                    "needs the other samples of the WHOLE batch as negatives)"
-                )
+                return _(
+                    "{case}: the gradient differs from the full-batch InfoNCE gradient by {diff} (every sample needs "
+                    "the other samples of the WHOLE batch as negatives)"
+                ).format(case=case, diff=f"{diff:.2e}")
             try:
                 loss = float(loss)
             except (TypeError, ValueError):
-                return f"{case}: return the full-batch loss as a float, got {loss!r}"
+                return _("{case}: return the full-batch loss as a float, got {got}").format(case=case, got=repr(loss))
             if abs(loss - want_loss) > 1e-5:
-                return f"{case}: returned loss {loss:.6f}, the full-batch InfoNCE loss is {want_loss:.6f}"
+                return _("{case}: returned loss {got}, the full-batch InfoNCE loss is {want}").format(
+                    case=case, got=f"{loss:.6f}", want=f"{want_loss:.6f}"
+                )
         return None
 
     run_check("8.2", body)
@@ -146,20 +153,27 @@ def check_grad_cache_memory(grad_cache_backward: Callable[..., float]) -> None:
     def body() -> str | None:
         for seed, (n, accum_steps, hidden, temperature, start) in enumerate(_GC_MEMORY_CASES):
             encoder, views_a, views_b = _gc_setup(n, hidden, start, seed)
-            _, want, full_peak = _full_batch(encoder, views_a, views_b, temperature)
-            _, grads, peak = _learner(grad_cache_backward, encoder, views_a, views_b, accum_steps, temperature)
-            case = f"batch of {n}, accum_steps={accum_steps}"
+            _loss, want, full_peak = _full_batch(encoder, views_a, views_b, temperature)
+            _loss, grads, peak = _learner(grad_cache_backward, encoder, views_a, views_b, accum_steps, temperature)
+            case = _("batch of {n}, accum_steps={accum_steps}").format(n=n, accum_steps=accum_steps)
             if (
                 any(g is None for g in grads)
                 or max(float((g - w).abs().max()) for g, w in zip(grads, want, strict=True)) > 1e-5
             ):
-                return f"{case}: the gradient is not the full-batch InfoNCE gradient yet (solve exercise 8.2 first)"
+                return _(
+                    "{case}: the gradient is not the full-batch InfoNCE gradient yet (solve exercise 8.2 first)"
+                ).format(case=case)
             limit = 1.5 / accum_steps
             if peak > limit * full_peak:
-                return (
-                    f"{case}: peak saved activations {peak / 1024:.1f} KiB = {peak / full_peak:.2f}x the full batch's "
-                    f"{full_peak / 1024:.1f} KiB; expected at most {limit:.2f}x (embed without a graph first, then "
-                    "recompute one chunk at a time with a graph)"
+                return _(
+                    "{case}: peak saved activations {peak} KiB = {ratio}x the full batch's {full} KiB; expected at "
+                    "most {limit}x (embed without a graph first, then recompute one chunk at a time with a graph)"
+                ).format(
+                    case=case,
+                    peak=f"{peak / 1024:.1f}",
+                    ratio=f"{peak / full_peak:.2f}",
+                    full=f"{full_peak / 1024:.1f}",
+                    limit=f"{limit:.2f}",
                 )
         return None
 

@@ -21,6 +21,7 @@ import torch
 from ...accumulation import sum_cross_entropy
 from ...compiled import count_graph_breaks
 from ...data import load_digits_tensors
+from ...i18n import _
 from ...models import make_digits_model
 from . import run_check
 
@@ -79,22 +80,30 @@ _PLAN_CASES = (
 def _plan_error(got: object, want: dict[str, tuple[float, float]], where: str, bandwidth: float) -> str | None:
     """What is wrong with one ``sync_plan`` result against the reference's ``want``, or ``None``."""
     if not isinstance(got, dict) or not all(mode in SYNC_MODES for mode in got):
-        return f"{where}: expected a dict {{mode: (peak_mib, seconds)}} with modes from {SYNC_MODES}, got {got!r}"
+        return _("{where}: expected a dict {shape} with modes from {modes}, got {got}").format(
+            where=where, shape="{mode: (peak_mib, seconds)}", modes=SYNC_MODES, got=repr(got)
+        )
     if sorted(got) != sorted(want):
-        return f"{where}: expected the settings {sorted(want)} to fit, got {sorted(got)} (which peaks fit the budget?)"
+        return _("{where}: expected the settings {want} to fit, got {got} (which peaks fit the budget?)").format(
+            where=where, want=sorted(want), got=sorted(got)
+        )
     for mode, (peak, seconds) in want.items():
         cost = got[mode]
         try:
             got_peak, got_seconds = (float(value) for value in cost)
         except (TypeError, ValueError):
-            return f"{where}: {mode!r} should map to two numbers (peak_mib, seconds), got {cost!r}"
-        if not math.isclose(got_peak, peak, rel_tol=1e-9):
-            return f"{where}: {mode!r} peak {got_peak:.6g} MiB, expected {peak:.6g} (how much more does it keep?)"
-        if not math.isclose(got_seconds, seconds, rel_tol=1e-6, abs_tol=1e-12):
-            return (
-                f"{where}, {bandwidth} GB/s: {mode!r} collective seconds per optimizer step = {got_seconds:.6g}, "
-                f"expected {seconds:.6g} (how many all-gathers and reduce-scatters, of how many bytes each?)"
+            return _("{where}: {mode} should map to two numbers (peak_mib, seconds), got {got}").format(
+                where=where, mode=repr(mode), got=repr(cost)
             )
+        if not math.isclose(got_peak, peak, rel_tol=1e-9):
+            return _("{where}: {mode} peak {got} MiB, expected {want} (how much more does it keep?)").format(
+                where=where, mode=repr(mode), got=f"{got_peak:.6g}", want=f"{peak:.6g}"
+            )
+        if not math.isclose(got_seconds, seconds, rel_tol=1e-6, abs_tol=1e-12):
+            return _(
+                "{where}, {bandwidth} GB/s: {mode} collective seconds per optimizer step = {got}, expected {want} "
+                "(how many all-gathers and reduce-scatters, of how many bytes each?)"
+            ).format(where=where, bandwidth=bandwidth, mode=repr(mode), got=f"{got_seconds:.6g}", want=f"{seconds:.6g}")
     return None
 
 
@@ -108,7 +117,9 @@ def check_sync_plan(sync_plan: Callable) -> None:
     def body() -> str | None:
         for case in _PLAN_CASES:
             p, w, n, peak, budget, bw = case
-            where = f"{p / 2**30:.3g} GiB of gradients, {w} ranks, N = {n}, peak {peak} MiB, budget {budget} MiB"
+            where = _("{gib} GiB of gradients, {ranks} ranks, N = {n}, peak {peak} MiB, budget {budget} MiB").format(
+                gib=f"{p / 2**30:.3g}", ranks=w, n=n, peak=peak, budget=budget
+            )
             error = _plan_error(sync_plan(*case), reference_sync_plan(*case), where, bw)
             if error:
                 return error
@@ -139,7 +150,7 @@ def run_micro_steps(
     Returns:
         ``(stats, the returned losses)``; the model's ``.grad`` holds the window's gradient.
     """
-    items = sum(len(labels) for _, labels in micro_batches)
+    items = sum(len(labels) for _inputs, labels in micro_batches)
     stats = new_stats()
     torch._dynamo.reset()
     try:
@@ -168,20 +179,19 @@ def _graph_problem(micro_step: Callable) -> str | None:
     batch = _window((16,), 0)[0]
     report = count_graph_breaks(micro_step, make_digits_model(seed=0, hidden=32, depth=2), batch, 64, new_stats())
     if report["graph_break_count"] or report["graph_count"] != 1:
-        reasons = "; ".join(report["break_reasons"]) or "no reason recorded"
-        return (
-            f"torch.compile captured {report['graph_count']} graph(s) with {report['graph_break_count']} graph "
-            f"break(s): {reasons}"
+        reasons = "; ".join(report["break_reasons"]) or _("no reason recorded")
+        return _("torch.compile captured {graphs} graph(s) with {breaks} graph break(s): {reasons}").format(
+            graphs=report["graph_count"], breaks=report["graph_break_count"], reasons=reasons
         )
     return None
 
 
 def _step_problem(micro_step: Callable, hidden: int, seed: int, sizes: Sequence[int], start: int) -> str | None:
-    micro_batches, where = _window(sizes, start), f"micro-batches of {list(sizes)} digits"
+    micro_batches, where = _window(sizes, start), _("micro-batches of {sizes} digits").format(sizes=list(sizes))
     model = make_digits_model(seed=seed, hidden=hidden, depth=2)
     stats, losses = run_micro_steps(micro_step, model, micro_batches)
     if not all(isinstance(loss, torch.Tensor) and loss.requires_grad for loss in losses):
-        return "micro_step must return the loss tensor itself (with its graph), for loss.backward() outside"
+        return _("micro_step must return the loss tensor itself (with its graph), for loss.backward() outside")
     reference = make_digits_model(seed=seed, hidden=hidden, depth=2)
     whole = (torch.cat([b[0] for b in micro_batches]), torch.cat([b[1] for b in micro_batches]))
     want_loss = sum_cross_entropy(reference, whole) / sum(sizes)
@@ -189,15 +199,21 @@ def _step_problem(micro_step: Callable, hidden: int, seed: int, sizes: Sequence[
     pairs = zip(model.parameters(), reference.parameters(), strict=True)
     diff = max(float((p.grad - q.grad).abs().max()) for p, q in pairs)
     if not diff <= 1e-6:
-        return f"{where}: the gradient differs from one big batch's by {diff:.2e} (divide by which count?)"
+        return _("{where}: the gradient differs from one big batch's by {diff} (divide by which count?)").format(
+            where=where, diff=f"{diff:.2e}"
+        )
     loss_sum, want = stats.get("loss_sum"), float(want_loss.detach())
     if not isinstance(loss_sum, torch.Tensor) or loss_sum.requires_grad:
-        return f'stats["loss_sum"] must stay a tensor without a graph (add loss.detach()), got {loss_sum!r}'
+        return _('stats["loss_sum"] must stay a tensor without a graph (add loss.detach()), got {got}').format(
+            got=repr(loss_sum)
+        )
     if abs(float(loss_sum) - want) > 1e-5:
-        return f'{where}: stats["loss_sum"] = {float(loss_sum):.6f}, expected the window loss {want:.6f}'
+        return _('{where}: stats["loss_sum"] = {got}, expected the window loss {want}').format(
+            where=where, got=f"{float(loss_sum):.6f}", want=f"{want:.6f}"
+        )
     flag = stats.get("nonfinite")
     if not isinstance(flag, torch.Tensor) or bool(flag):
-        return f'{where}: every loss is finite, yet stats["nonfinite"] = {flag!r}'
+        return _('{where}: every loss is finite, yet stats["nonfinite"] = {got}').format(where=where, got=repr(flag))
     return None
 
 
@@ -206,9 +222,9 @@ def _nonfinite_problem(micro_step: Callable) -> str | None:
     inputs = micro_batches[1][0].clone()
     inputs[0, 0] = float("inf")  # one infinite pixel: that micro-batch's loss is NaN
     micro_batches[1] = (inputs, micro_batches[1][1])
-    stats, _ = run_micro_steps(micro_step, make_digits_model(seed=0, hidden=32, depth=2), micro_batches)
+    stats, _losses = run_micro_steps(micro_step, make_digits_model(seed=0, hidden=32, depth=2), micro_batches)
     if not (isinstance(stats.get("nonfinite"), torch.Tensor) and bool(stats["nonfinite"])):
-        return 'the second micro-batch\'s loss is NaN (an infinite input), yet stats["nonfinite"] stayed False'
+        return _('the second micro-batch\'s loss is NaN (an infinite input), yet stats["nonfinite"] stayed False')
     return None
 
 

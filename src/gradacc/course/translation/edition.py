@@ -43,6 +43,7 @@ __all__ = [
     "english_path",
     "slug",
     "finished_messages",
+    "printed_messages",
     "MessageCatalog",
     "Edition",
     "build",
@@ -150,6 +151,19 @@ def finished_messages(catalog) -> dict[str, str]:
     return {e.msgid: e.msgstr for e in catalog or () if e.msgstr and not e.fuzzy and not e.obsolete}
 
 
+GRADER = "src/gradacc/grading/"
+"""Where the grader's messages are written: its feedback files and the learner's progress table, made in the learner's
+language when they are made, never put into Portuguese after the fact."""
+
+
+def printed_messages(catalog) -> dict[str, str]:
+    """``finished_messages`` of ``gradacc.po`` that the edition translates in stored outputs and code spans: all but the
+    grader's own (``GRADER``): a progress table stored by lesson 00 stays the English run's whole, not half translated
+    (its columns are padded to the English words)."""
+    grader = {e.msgid for e in catalog or () if all(f.startswith(GRADER) for f, _ in e.occurrences)}
+    return {k: v for k, v in finished_messages(catalog).items() if k not in grader}
+
+
 class Edition:
     """The edition's files, made in memory from the English sources of ``root`` and its catalogs (``build`` writes
     them)."""
@@ -159,7 +173,7 @@ class Edition:
         self.repo = repo or read_repository(root / "pyproject.toml")
         self.sources = sources(root)
         self.package = read_catalog(catalog_path(root, DOMAIN))
-        self.messages = MessageCatalog(finished_messages(self.package))
+        self.messages = MessageCatalog(printed_messages(self.package))
         self.translations, self.known = {}, {}
         for source in self.sources:
             catalog = [e for e in read_catalog(catalog_path(root, source)) or () if not e.obsolete]
