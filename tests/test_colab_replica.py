@@ -22,7 +22,9 @@ pytestmark = [pytest.mark.notebook, pytest.mark.colab]
 # Colab's kernels load the CUDA build of torch: importing torch, jax and transformers took 883 MiB resident on the
 # replica against 407 MiB on the pinned CPU build (measured 2026-12-01), and every notebook carries those 476 MiB.
 # Colab's smallest runtime has 12.7 GB of memory; Binder's 2 GB limit (PEAK_LIMIT_MIB) applies to the pinned build.
-COLAB_PEAK_LIMIT_MIB = PEAK_LIMIT_MIB + 512
+# The limit counts the kernel and the processes it starts (PSS): the kernel and each of the 2 ranks lessons 05, 07, 09
+# and 11 start at once import the CUDA build (lesson 09 on the replica: 2,712 MiB, 2026-12-03).
+COLAB_PEAK_LIMIT_MIB = PEAK_LIMIT_MIB + 3 * 512
 
 
 @pytest.fixture(scope="session")
