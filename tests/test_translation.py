@@ -293,9 +293,15 @@ def test_the_package_prints_what_the_edition_stores(monkeypatch):
         i18n.language()
 
 
-CHECK_MODULES = ["__init__", *(f"lesson{n:02d}" for n in range(10))]
-"""The check modules whose messages are in the learner's language (lessons 10 and 11: not yet)."""
-DEVELOPER_ERRORS = {"reference_peak_at", "reference_peak_for_n", "epoch_on_ranks"}
+CHECK_MODULES = ["__init__", *(f"lesson{n:02d}" for n in range(12))]
+"""The check modules, whose messages are in the learner's language."""
+DEVELOPER_ERRORS = {
+    "reference_peak_at",
+    "reference_peak_for_n",
+    "epoch_on_ranks",
+    "library_scale",
+    "reference_loss_factors",
+}
 """Functions of those modules whose English errors are for the course's own code (the checks call them with valid
 arguments; ``epoch_on_ranks``'s ``what`` goes into ``gradacc.launch``'s English ``WorkerError``)."""
 
@@ -402,13 +408,23 @@ def test_the_pytest_plugin_compares_a_pt_check_cell_with_its_portuguese_line():
     from gradacc.course import pytest_plugin
 
     exercise = nbformat.read(ROOT / "pt-BR" / "exercises" / "01_theory.ipynb", as_version=4)
-    cell = next(c for c in exercise.cells if "check" in c.metadata.get("tags", []))
-    item = SimpleNamespace(options={}, cell=cell, repr_failure=lambda excinfo, **kwargs: "nbval's report")
+    position, cell = next((i + 1, c) for i, c in enumerate(exercise.cells) if "check" in c.metadata.get("tags", []))
+    item = SimpleNamespace(  # what the plugin reads of nbval's IPyNbCell
+        options={},
+        cell=cell,
+        cell_num=3,
+        parent=SimpleNamespace(nb=exercise),
+        nodeid="pt-BR/exercises/01_theory.ipynb::Cell 3",
+        reportinfo=lambda: ("pt-BR/exercises/01_theory.ipynb", 0, "Cell 3"),
+        repr_failure=lambda excinfo, **kwargs: "nbval's report",
+    )
     pytest_plugin._judge_code_only(item, "1.1", False, pytest_plugin._language(SimpleNamespace(nb=exercise)))
     assert item.cell.outputs[0]["text"] == "Exercício 1.1: correto\n"
+    where = f"verificação 1.1, célula {position}/{len(exercise.cells)} no JupyterLab"
+    assert item.name == f"Cell 3 ({where})"
     assert item.repr_failure(None).splitlines()[:2] == [
         "Exercício 1.1: a célula de verificação falhou (o relatório do nbval abaixo diz como)",
-        "(a célula de verificação `check_combine_means(combine_means)`)",
+        f"(a célula de verificação `check_combine_means(combine_means)`: {where})",
     ]
     english = nbformat.read(ROOT / "exercises" / "01_theory.ipynb", as_version=4)
     assert pytest_plugin._language(SimpleNamespace(nb=english)) == "en"

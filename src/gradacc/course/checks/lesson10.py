@@ -20,6 +20,7 @@ import torch
 
 from ...accumulation import full_batch_gradients
 from ...data import load_digits_tensors
+from ...i18n import _
 from ...models import make_digits_model
 from ...stacks import probe_batches, probe_loss_sum, probe_model, probe_weights, right_weights, windows
 from . import run_check
@@ -102,16 +103,24 @@ _FACTOR_CASES = (
 
 def _factors_error(got: object, want: list[float] | None, where: str) -> str | None:
     if want is None:
-        return None if got is None else f"{where}: this window is never applied (expected None), got {got!r}"
+        if got is None:
+            return None
+        return _("{where}: this window is never applied (expected None), got {got}").format(where=where, got=repr(got))
     try:
         values = [float(v) for v in got]  # type: ignore[union-attr]
     except (TypeError, ValueError):
-        return f"{where}: expected a list of {len(want)} factors, got {got!r}"
+        return _("{where}: expected a list of {count} factors, got {got}").format(
+            where=where, count=len(want), got=repr(got)
+        )
     if len(values) != len(want):
-        return f"{where}: expected {len(want)} factors (one per micro-batch), got {len(values)}"
+        return _("{where}: expected {want} factors (one per micro-batch), got {got}").format(
+            where=where, want=len(want), got=len(values)
+        )
     for k, (v, w) in enumerate(zip(values, want, strict=True)):
         if not math.isclose(v, w, rel_tol=1e-6):
-            return f"{where}: micro-batch {k + 1}'s factor is {v:.6g}, expected {w:.6g} (who divides, and by what?)"
+            return _("{where}: micro-batch {k}'s factor is {got}, expected {want} (who divides, and by what?)").format(
+                where=where, k=k + 1, got=f"{v:.6g}", want=f"{w:.6g}"
+            )
     return None
 
 
@@ -132,10 +141,14 @@ def _lightning_probe_error(loss_factors: Callable, accum_steps: int, item_counts
     lit.fit(lit.make_module(model, scaled_mean, lr=1.0), probe_batches(item_counts), accum_steps)
     got, want = probe_weights(model), right_weights(item_counts, accum_steps)
     if max(abs(g - w) for g, w in zip(got, want, strict=True)) > 1e-6:
-        return (
-            f"with your lightning factors, a real Lightning fit (accumulate_grad_batches={accum_steps}, micro-batches of "
-            f"{list(item_counts)} items) gave the micro-batches the weights {[round(g, 4) for g in got]}, expected "
-            f"{[round(w, 4) for w in want]}"
+        return _(
+            "with your lightning factors, a real Lightning fit (accumulate_grad_batches={accum_steps}, micro-batches of "
+            "{counts} items) gave the micro-batches the weights {got}, expected {want}"
+        ).format(
+            accum_steps=accum_steps,
+            counts=list(item_counts),
+            got=[round(g, 4) for g in got],
+            want=[round(w, 4) for w in want],
         )
     return None
 
@@ -149,7 +162,9 @@ def check_loss_factors(loss_factors: Callable) -> None:
 
     def body() -> str | None:
         for library, n, counts, reduction in _FACTOR_CASES:
-            where = f"{library}, accum_steps={n}, a window of {list(counts)} items, {reduction!r} loss"
+            where = _("{library}, accum_steps={n}, a window of {counts} items, {reduction} loss").format(
+                library=library, n=n, counts=list(counts), reduction=repr(reduction)
+            )
             error = _factors_error(
                 loss_factors(library, n, list(counts), reduction),
                 reference_loss_factors(library, n, counts, reduction),
@@ -213,19 +228,21 @@ def check_lightning_loss(lightning_loss: Callable) -> None:
         for sizes, n, seed, start in _LIGHTNING_CASES:
             got = lightning_window_grads(lightning_loss, sizes, n, seed=seed, start=start)
             want = full_window_grads(sizes, n, seed=seed, start=start)
-            where = f"micro-batches of {list(sizes)} digits, accumulate_grad_batches={n}"
+            where = _("micro-batches of {sizes} digits, accumulate_grad_batches={n}").format(sizes=list(sizes), n=n)
             if len(got) != len(want):
-                return f"{where}: {len(got)} optimizer steps, expected {len(want)}"
+                return _("{where}: {got} optimizer steps, expected {want}").format(
+                    where=where, got=len(got), want=len(want)
+                )
             for w, (g, ref) in enumerate(zip(got, want, strict=True)):
                 diff = max(float((a - b).abs().max()) for a, b in zip(g, ref, strict=True))
                 if not diff <= 1e-6:
                     norm = float(
                         torch.cat([a.flatten() for a in g]).norm() / torch.cat([b.flatten() for b in ref]).norm()
                     )
-                    return (
-                        f"{where}: window {w + 1}'s gradient differs from one big batch's by {diff:.2e} (its norm is "
-                        f"{norm:.3f}x the big batch's; what does Lightning divide by, and which items are in the window?)"
-                    )
+                    return _(
+                        "{where}: window {w}'s gradient differs from one big batch's by {diff} (its norm is {ratio}x "
+                        "the big batch's; what does Lightning divide by, and which items are in the window?)"
+                    ).format(where=where, w=w + 1, diff=f"{diff:.2e}", ratio=f"{norm:.3f}")
         return None
 
     run_check("10.2", body)

@@ -18,6 +18,7 @@ import torch.nn.functional as F
 
 from ...accumulation import max_abs_diff
 from ...data import load_digits_tensors
+from ...i18n import _
 from ...models import make_digits_model
 from . import run_check
 
@@ -100,27 +101,31 @@ _PLAN_CASES = (
 
 def _plan_error(got: object, want: dict, where: str) -> str | None:
     if not isinstance(got, dict) or set(got) != set(want):
-        return f"{where}: return a dict with the keys {sorted(want)}, got {got!r}"
+        return _("{where}: return a dict with the keys {keys}, got {got}").format(
+            where=where, keys=sorted(want), got=repr(got)
+        )
     effective = got["effective_batch_size"]
     if isinstance(effective, bool) or effective != want["effective_batch_size"]:
-        return f"{where}: effective_batch_size = {effective!r}, expected {want['effective_batch_size']} (which counts?)"
+        return _("{where}: effective_batch_size = {got}, expected {want} (which counts?)").format(
+            where=where, got=repr(effective), want=want["effective_batch_size"]
+        )
     factor, expected = got["loss_factor"], want["loss_factor"]
     if expected is None or factor is None:
         if factor is not expected:
-            return (
-                f"{where}: loss_factor = {factor!r}, expected {expected!r} (does one constant give the window's "
-                "mean when every step() divides all of .grad, or when micro-batches hold different numbers of items?)"
-            )
+            return _(
+                "{where}: loss_factor = {got}, expected {want} (does one constant give the window's mean when every "
+                "step() divides all of .grad, or when micro-batches hold different numbers of items?)"
+            ).format(where=where, got=repr(factor), want=repr(expected))
         return None
     try:
         value = float(factor)
     except (TypeError, ValueError):
-        return f"{where}: loss_factor should be a number or None, got {factor!r}"
+        return _("{where}: loss_factor should be a number or None, got {got}").format(where=where, got=repr(factor))
     if not math.isclose(value, expected, rel_tol=1e-9):
-        return (
-            f"{where}: loss_factor = {value:.6g}, expected {expected:.6g} (how many items does the optimizer step "
-            "hold, who divides already, and by what?)"
-        )
+        return _(
+            "{where}: loss_factor = {got}, expected {want} (how many items does the optimizer step hold, who divides "
+            "already, and by what?)"
+        ).format(where=where, got=f"{value:.6g}", want=f"{expected:.6g}")
     return None
 
 
@@ -136,9 +141,18 @@ def check_window_plan(window_plan: Callable) -> None:
     def body() -> str | None:
         for case in _PLAN_CASES:
             b, m, a, w, reduction, scale, items, equal = case
-            where = (
-                f"micro-batches of {b}, M = {m}, {a} step() call(s), {w} rank(s), {reduction} loss, "
-                f"scale_grads={scale}, {items} items, {'equal' if equal else 'different'} items per micro-batch"
+            where = _(
+                "micro-batches of {b}, M = {m}, {a} step() call(s), {w} rank(s), {reduction} loss, "
+                "scale_grads={scale}, {items} items, {per_micro_batch}"
+            ).format(
+                b=b,
+                m=m,
+                a=a,
+                w=w,
+                reduction=reduction,
+                scale=scale,
+                items=items,
+                per_micro_batch=_("equal items per micro-batch") if equal else _("different items per micro-batch"),
             )
             error = _plan_error(window_plan(*case), reference_window_plan(*case), where)
             if error:
@@ -159,7 +173,7 @@ def reference_train_bf16(model: torch.nn.Module, optimizer: torch.optim.Optimize
     ``zero_grad()``. Each autocast context is left before ``optimizer.step()`` changes the weights, so its cache of
     bfloat16 weight copies (``torch.clear_autocast_cache`` on leaving the outermost context) never outlives them."""
     for window in windows:
-        items = sum(len(labels) for _, labels in window)
+        items = sum(len(labels) for _inputs, labels in window)
         for inputs, labels in window:
             with torch.autocast("cpu", dtype=torch.bfloat16):
                 loss = F.cross_entropy(model(inputs), labels, reduction="sum") / items
@@ -195,7 +209,7 @@ def check_train_bf16(train_bf16: Callable) -> None:
 
     def body() -> str | None:
         for seed, hidden, sizes, start in _BF16_CASES:
-            where = f"windows of {[list(w) for w in sizes]} digits"
+            where = _("windows of {sizes} digits").format(sizes=[list(w) for w in sizes])
             reference = make_digits_model(seed=seed, hidden=hidden)
             reference_train_bf16(
                 reference, torch.optim.SGD(reference.parameters(), lr=BF16_LR), bf16_windows(sizes, start)
@@ -206,14 +220,16 @@ def check_train_bf16(train_bf16: Callable) -> None:
             optimizer.register_step_post_hook(lambda *_, counter=steps: counter.__setitem__(0, counter[0] + 1))
             train_bf16(model, optimizer, bf16_windows(sizes, start))
             if steps[0] != len(sizes):
-                return f"{where}: {steps[0]} optimizer steps, expected one per window ({len(sizes)})"
+                return _("{where}: {got} optimizer steps, expected one per window ({want})").format(
+                    where=where, got=steps[0], want=len(sizes)
+                )
             diff = max_abs_diff(model.parameters(), reference.parameters())
             if not diff <= _BF16_TOL:
-                return (
-                    f"{where}: the weights differ from the reference loop's by {diff:.2g} (tolerance {_BF16_TOL:g}): "
-                    "is every forward pass computed with the weights as they are now, and each micro-batch's summed "
-                    "loss divided by the window's samples?"
-                )
+                return _(
+                    "{where}: the weights differ from the reference loop's by {diff} (tolerance {tol}): is every "
+                    "forward pass computed with the weights as they are now, and each micro-batch's summed loss "
+                    "divided by the window's samples?"
+                ).format(where=where, diff=f"{diff:.2g}", tol=f"{_BF16_TOL:g}")
         return None
 
     run_check("11.2", body)
