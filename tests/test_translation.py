@@ -30,7 +30,7 @@ from conftest import ROOT
 
 from gradacc import i18n
 from gradacc.course.checks import close, run_check
-from gradacc.course.notebooks import generate_exercise
+from gradacc.course.notebooks import HOW_TO_CHECK_ID, generate_exercise
 from gradacc.course.translation.catalogs import (
     DOMAIN,
     catalog_path,
@@ -398,7 +398,11 @@ def test_exercises_are_generated_from_pt_solutions_by_the_course_generator():
     for solution in sorted((ROOT / "pt-BR" / "solutions").glob("*.ipynb")):
         made = generate_exercise(nbformat.read(solution, as_version=4))
         stored = nbformat.read(ROOT / "pt-BR" / "exercises" / solution.name, as_version=4)
-        assert [c.source for c in made.cells[2:]] == [c.source for c in stored.cells[2:]], solution.name
+        mine = [c.source for c in made.cells[2:] if c.get("id") != HOW_TO_CHECK_ID]
+        assert mine == [c.source for c in stored.cells[2:] if c.get("id") != HOW_TO_CHECK_ID], solution.name
+        how = [c.source for c in stored.cells if c.get("id") == HOW_TO_CHECK_ID]  # the package's message, translated
+        assert len(how) == 1 and how[0].startswith("**Como verificar as suas respostas.**"), solution.name
+        assert f"`pytest --nbval pt-BR/exercises/{solution.name}`" in " ".join(how[0].split()), solution.name
         assert json.dumps(made.metadata, sort_keys=True) == json.dumps(stored.metadata, sort_keys=True)
 
 

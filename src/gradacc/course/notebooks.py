@@ -22,6 +22,7 @@ from pathlib import Path
 
 import nbformat
 
+from ..i18n import N_
 from .nbval_run import NbvalRun, run_nbval  # here too: the grader and lesson 00 import them from this module
 
 __all__ = [
@@ -107,21 +108,26 @@ def check_cells(nb) -> list[dict]:
 HOW_TO_CHECK_ID = "gradacc-how-to-check"
 
 
-def how_to_check(name: str | None = None) -> str:
+HOW_TO_CHECK = N_(
+    "**How to check your answers.** Write your code in place of `raise NotImplementedError()`, under "
+    "`# YOUR CODE HERE`, and run the cell. Then run the **check cell** under it. It prints one line: "
+    "`Exercise X.Y: correct`, or `Exercise X.Y: incorrect - ...` with what is wrong, and a red `CheckFailed` line. "
+    "Fix your answer and run both cells again. *Run All* stops at the first check that is not correct yet.\n\n"
+    "To check the whole notebook from a terminal, run `pytest --nbval {path}` in the course's folder. It runs "
+    "the notebook on a fresh kernel and fails exactly at the checks that are not correct yet. It names each one "
+    "with its exercise and with its cell's number as JupyterLab's status bar shows it: cell 7/11 is cell 7 "
+    "of 11."
+)
+"""The text of every exercise's how-to-check cell (a message of the package: the pt-BR edition translates it)."""
+
+
+def how_to_check(name: str | None = None, template: str = HOW_TO_CHECK) -> str:
     """The markdown every exercise carries under its badges: how to answer, what a check cell prints, what *Run All*
     does, the terminal command for the whole notebook (``exercises/<name>``) and how it names a check
-    (``gradacc.course.pytest_plugin``)."""
+    (``gradacc.course.pytest_plugin``), wrapped at 116 columns. ``template``: ``HOW_TO_CHECK`` or its translation."""
     path = f"exercises/{name}" if name else "exercises/NN_topic.ipynb"
-    return (
-        "**How to check your answers.** Write your code in place of `raise NotImplementedError()`, under "
-        "`# YOUR CODE HERE`, and run the cell. Then run the **check cell** under it. It prints one line: "
-        "`Exercise X.Y: correct`, or `Exercise X.Y: incorrect -` and what is wrong, with a red `CheckFailed` line. "
-        "Fix your answer and run both cells again. *Run All* stops at the first check that is not correct yet.\n\n"
-        f"To check the whole notebook from a terminal, run `pytest --nbval {path}` in the course's folder. It runs "
-        "the notebook on a fresh kernel and fails exactly at the checks that are not correct yet. It names each one "
-        "with its exercise and with its cell's number as JupyterLab's status bar shows it: `cell 7/11` is cell 7 "
-        "of 11."
-    )
+    text = template.format(path=path)
+    return "\n\n".join("\n".join(textwrap.wrap(part, 116)) for part in text.split("\n\n"))
 
 
 def generate_exercise(solution, name: str | None = None) -> nbformat.NotebookNode:
@@ -158,8 +164,7 @@ def generate_exercise(solution, name: str | None = None) -> nbformat.NotebookNod
             _add_tag(cell, "nbval-ignore-output")
     if not any(c.get("id") == HOW_TO_CHECK_ID for c in nb.cells):
         after = next((i for i, c in enumerate(nb.cells) if c.get("id") == BADGES_ID), 0) + 1
-        text = "\n\n".join("\n".join(textwrap.wrap(part, 116)) for part in how_to_check(name).split("\n\n"))
-        nb.cells.insert(after, nbformat.v4.new_markdown_cell(text, id=HOW_TO_CHECK_ID))
+        nb.cells.insert(after, nbformat.v4.new_markdown_cell(how_to_check(name), id=HOW_TO_CHECK_ID))
     return clean_notebook(nb)
 
 

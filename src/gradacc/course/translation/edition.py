@@ -32,7 +32,7 @@ import nbformat
 
 from ...i18n import N_
 from ..badges import BADGES_ID, NAV_ID, Repository, badges_markdown, read_repository
-from ..notebooks import _dump, generate_exercise
+from ..notebooks import HOW_TO_CHECK, HOW_TO_CHECK_ID, _dump, generate_exercise, how_to_check
 from .catalogs import DOMAIN, EDITION, LANGUAGE, catalog_path, read_catalog, sources
 from .units import Segment, code_segments, join, markdown_segments
 
@@ -321,6 +321,9 @@ class Edition:
         for cell in nb.cells:
             if cell.get("id") == BADGES_ID:
                 cell.source = badges_markdown(self.repo, f"{EDITION}/exercises/{name}")
+            elif cell.get("id") == HOW_TO_CHECK_ID:  # the package's message, its code spans as the edition prints them
+                template = finished_messages(self.package).get(HOW_TO_CHECK, HOW_TO_CHECK)
+                cell.source = self.code_spans(how_to_check(name, template))
         return nb
 
     # -- everything --------------------------------------------------------------------------------------------
