@@ -1,5 +1,5 @@
-"""The course's website (issue 35): ``gradacc site`` (``make site``) builds it from the stored outputs with Jupyter
-Book 1, and a real browser reads every page.
+"""The course's website (issue 35), in English and Brazilian Portuguese (issue 46): ``gradacc site`` (``make site``)
+builds both from the stored outputs with Jupyter Book 1, and a real browser reads every page of both.
 
 Built once per session (a module fixture, into a temporary folder; CI's run is a fresh clone). Then Debian's chromium
 (``test_browser.ensure_chromium``) driven by Playwright opens every HTML page from a local HTTP server, with every
@@ -9,6 +9,11 @@ math node must be typeset by the site's own MathJax, every internal link (and it
 notebook page's Colab and Binder buttons and download link must point at that page's notebook. Sphinx's search must
 find "micro-batch" on lesson 01's page. A screenshot of lesson 03's page (and of the memory explorer's figure) goes to
 test-artifacts/.
+
+The pt-BR site (``build/site/pt-BR/``, from ``pt-BR/``) gets the same checks, page by page, and: it has every page of
+the English site at the same path, its pages are in Portuguese (``<html lang="pt-BR">``, the contents' captions, the
+glossary from the pt-BR lesson 01, the explorer's note), its buttons open the pt-BR notebooks, and its search finds
+"microlote". Every page of both has one language switch, to the same page in the other language.
 """
 
 from __future__ import annotations
@@ -29,13 +34,15 @@ from test_browser import ARTIFACTS, CHROMIUM_ARGS, ensure_chromium
 
 from gradacc.course.badges import read_repository
 from gradacc.course.notebooks import BEGIN, END
-from gradacc.course.site import build_site
+from gradacc.course.site import LIVE_NOTE, build_site
+from gradacc.i18n import translate
 
 pytestmark = pytest.mark.xdist_group("site")  # one worker builds the site once for every test of this file
 
 NOTEBOOKS = [
     p.relative_to(ROOT).as_posix() for f in ("lessons", "exercises") for p in sorted((ROOT / f).glob("*.ipynb"))
 ]
+PT = "pt-BR/"  # the folder of the Brazilian Portuguese edition, in the repository and on the site
 REPO = read_repository(ROOT / "pyproject.toml")
 
 _PAGE = """async () => {
@@ -52,6 +59,9 @@ _PAGE = """async () => {
     typeset: document.querySelectorAll("main mjx-container").length,
     mathErrors: document.querySelectorAll("main mjx-merror").length,
     nav: [...document.querySelectorAll("nav.bd-docs-nav a.reference.internal")].map(a => a.getAttribute("href")),
+    captions: [...document.querySelectorAll("nav.bd-docs-nav p.caption")].map(c => c.innerText.trim()),
+    lang: document.documentElement.lang,
+    switch: [...document.querySelectorAll(".gradacc-language a")].map(a => a.href),
     // the page's contents column: how far (px) its widest entry runs past the column's right edge
     contents: (() => {
       const column = document.querySelector(".bd-sidebar-secondary");
@@ -86,9 +96,10 @@ class _Quiet(http.server.SimpleHTTPRequestHandler):
 def served(site) -> dict:
     """What the browser saw: ``base`` (the server's URL), ``pages`` ({page path: ``_PAGE``'s dict} in a 1400 px
     window), ``wide`` (the same for the lessons in a ``WIDE`` window), ``errors`` ({page: the console's errors and
-    uncaught exceptions}), ``search`` (the result links for "micro-batch"), ``explorer`` (lesson 03's explorer cell
-    and the note under it), ``blocked`` (requests not to the server) and ``failed`` (responses >= 400). The root's
-    index.html only redirects to docs/index.html (tested on the file)."""
+    uncaught exceptions}), ``search`` (the result links for "micro-batch"; ``search_pt``: "microlote" on the pt-BR
+    site), ``explorer`` (lesson 03's explorer cell and the note under it), ``blocked`` (requests not to the server)
+    and ``failed`` (responses >= 400). Pages of both sites; each root's index.html only redirects to its
+    docs/index.html (tested on the file)."""
     from playwright.sync_api import sync_playwright
 
     chromium = ensure_chromium()
@@ -99,7 +110,7 @@ def served(site) -> dict:
     pages = sorted(
         p.relative_to(site.out).as_posix()
         for p in site.out.rglob("*.html")
-        if "_static" not in p.parts and p != site.out / "index.html"
+        if "_static" not in p.parts and p.relative_to(site.out).as_posix() not in ("index.html", f"{PT}index.html")
     )
     seen, wide, errors, blocked, failed = {}, {}, {}, [], []
     start = time.perf_counter()
@@ -134,10 +145,13 @@ def served(site) -> dict:
                 reading["page"] = f"{path} ({WIDE} px)"
                 wide_page.goto(f"{base}/{path}", wait_until="load")
                 wide[path] = wide_page.evaluate(_PAGE)
-            reading["page"] = "search.html, lessons/03_memory.html again"
+            reading["page"] = "search.html, pt-BR/search.html, lessons/03_memory.html again"
             page.goto(f"{base}/search.html?q=micro-batch", wait_until="load")
             page.wait_for_selector("ul.search li", timeout=30_000)
             search = page.eval_on_selector_all("ul.search li a", "links => links.map(a => a.href)")
+            page.goto(f"{base}/{PT}search.html?q=microlote", wait_until="load")
+            page.wait_for_selector("ul.search li", timeout=30_000)
+            search_pt = page.eval_on_selector_all("ul.search li a", "links => links.map(a => a.href)")
             page.goto(f"{base}/lessons/03_memory.html", wait_until="load")
             ARTIFACTS.mkdir(exist_ok=True)
             page.screenshot(path=ARTIFACTS / "site-03_memory.png")
@@ -156,19 +170,20 @@ def served(site) -> dict:
     finally:
         server.shutdown()
     record_measurement(f"website: chromium read {len(pages)} pages and searched in {time.perf_counter() - start:.1f} s")
-    return {"base": base, "pages": seen, "wide": wide, "errors": errors, "search": search, "explorer": explorer,
-            "blocked": blocked, "failed": failed}  # fmt: skip
+    return {"base": base, "pages": seen, "wide": wide, "errors": errors, "search": search, "search_pt": search_pt,
+            "explorer": explorer, "blocked": blocked, "failed": failed}  # fmt: skip
 
 
 @pytest.mark.slow
 def test_the_build_publishes_every_notebook_and_warns_about_nothing(site):
-    assert "WARNING" not in site.log and "build succeeded" in site.log, site.log[-3000:]
-    for path in NOTEBOOKS:
-        assert (site.out / path).with_suffix(".html").is_file(), path
-        # the download button gives the committed notebook, byte for byte
-        assert (site.out / "_sources" / path).read_bytes() == (ROOT / path).read_bytes(), path
-    assert (site.out / "docs" / "instructors" / "grade.html").is_file()
-    assert 'url=docs/index.html"' in (site.out / "index.html").read_text()  # the root opens Start here
+    assert "WARNING" not in site.log and site.log.count("build succeeded") == 2, site.log[-3000:]  # both sites
+    for edition in ("", PT):
+        for path in NOTEBOOKS:
+            assert (site.out / edition / path).with_suffix(".html").is_file(), edition + path
+            # the download button gives the committed notebook, byte for byte
+            assert (site.out / edition / "_sources" / path).read_bytes() == (ROOT / edition / path).read_bytes()
+        assert (site.out / edition / "docs" / "instructors" / "grade.html").is_file()
+        assert 'url=docs/index.html"' in (site.out / edition / "index.html").read_text()  # the root opens Start here
 
 
 def _text(path: Path) -> str:
@@ -195,16 +210,21 @@ def test_no_solution_is_published(site):
         for p in site.out.rglob("*")
         if p.is_file() and p.suffix in {".html", ".ipynb", ".md", ".js", ".txt"} and "_static" not in p.parts
     )
-    known = "\n".join(_text(p) for folder in ("lessons", "exercises") for p in (ROOT / folder).glob("*.ipynb"))
+    known = "\n".join(
+        _text(p)
+        for edition in ("", PT)
+        for folder in ("lessons", "exercises")
+        for p in (ROOT / edition / folder).glob("*.ipynb")
+    )
     answers = 0
-    for path in sorted((ROOT / "solutions").glob("*.ipynb")):
+    for path in sorted((ROOT / "solutions").glob("*.ipynb")) + sorted((ROOT / PT / "solutions").glob("*.ipynb")):
         for cell in nbformat.read(path, as_version=4).cells:
             for block in re.findall(rf"{re.escape(BEGIN)}.*?\n(.*?){re.escape(END)}", cell.source, re.S):
                 for line in (s.strip() for s in block.splitlines()):
                     if len(line) >= 20 and line not in known:
                         answers += 1
                         assert line not in published, f"{path.name}: an answer line is on the site: {line!r}"
-    assert answers > 50, answers  # the check looked at the solutions' answers
+    assert answers > 100, answers  # the check looked at the solutions' answers, in both editions
 
 
 @pytest.mark.browser
@@ -212,16 +232,19 @@ def test_every_page_renders_with_its_figures_math_and_no_network(served):
     seen = served["pages"]
     assert served["blocked"] == [], f"pages asked for what is not on the site: {sorted(set(served['blocked']))[:10]}"
     assert served["failed"] == [], served["failed"][:10]
+    short = ("genindex.html", "search.html", f"{PT}docs/maintainers.html")  # the last: a link to the English page
     for path, info in seen.items():
-        assert info["title"].strip() and (info["text"] > 200 or path in ("genindex.html", "search.html")), (path, info)
+        assert info["title"].strip() and (info["text"] > 200 or path.endswith(short)), (path, info)
         for image in info["images"]:
             assert image["complete"] and image["natural"] > 0, (path, image["src"])
             if image["output"]:  # a notebook's figure at its real size
                 assert image["shown"] == image["natural"], (path, image)
         assert info["typeset"] >= info["math"] and info["mathErrors"] == 0, (path, info["math"], info["typeset"])
-    assert seen["lessons/01_theory.html"]["typeset"] > 10  # lesson 01 is mostly formulas
-    figures = sum(1 for info in seen.values() for i in info["images"] if i["output"])
-    assert figures >= 15, figures
+    for edition in ("", PT):
+        assert seen[f"{edition}lessons/01_theory.html"]["typeset"] > 10  # lesson 01 is mostly formulas
+        pages = [info for path, info in seen.items() if path.startswith(PT) == bool(edition)]
+        figures = sum(1 for info in pages for i in info["images"] if i["output"])
+        assert figures >= 15, (edition, figures)
 
 
 @pytest.mark.browser
@@ -264,31 +287,68 @@ def test_every_internal_link_resolves(served, site):
 
 @pytest.mark.browser
 def test_notebook_pages_launch_and_download_their_own_notebook(served):
-    for path in NOTEBOOKS:
-        links = served["pages"][str(Path(path).with_suffix(".html"))]["links"]
-        assert f"https://colab.research.google.com/github/{REPO.owner}/{REPO.name}/blob/{REPO.branch}/{path}" in links
-        assert f"https://mybinder.org/v2/gh/{REPO.owner}/{REPO.name}/{REPO.branch}?urlpath=lab/tree/{path}" in links
-        assert f"{served['base']}/_sources/{path}" in links, path
+    """The pt-BR site's buttons open the pt-BR notebook (pt-BR/lessons/01_theory.ipynb on Colab and Binder)."""
+    for edition in ("", PT):
+        for page in NOTEBOOKS:
+            links = served["pages"][edition + str(Path(page).with_suffix(".html"))]["links"]
+            path = edition + page
+            assert (
+                f"https://colab.research.google.com/github/{REPO.owner}/{REPO.name}/blob/{REPO.branch}/{path}" in links
+            )
+            assert f"https://mybinder.org/v2/gh/{REPO.owner}/{REPO.name}/{REPO.branch}?urlpath=lab/tree/{path}" in links
+            assert f"{served['base']}/{edition}_sources/{page}" in links, path
 
 
 @pytest.mark.browser
 def test_contents_follow_the_lessons_folder_and_the_glossary_is_lesson_01s(served, site):
-    nav = [h.split("#")[0] for h in served["pages"]["docs/index.html"]["nav"]]
-    for folder in ("lessons", "exercises"):
-        listed = [h for h in nav if h.startswith(f"../{folder}/")]
-        assert listed == [f"../{p}".replace(".ipynb", ".html") for p in NOTEBOOKS if p.startswith(folder)], listed
-    glossary = (site.out / "docs" / "glossary.html").read_text(encoding="utf-8")
-    terms = re.findall(r'<dt id="term-([^"]+)"', glossary)
-    assert "micro-batch" in terms and "effective-batch-size" in terms and len(terms) == 7, terms
+    for edition, some in (
+        ("", {"micro-batch", "effective-batch-size"}),
+        (PT, {"microlote", "tamanho-de-lote-efetivo"}),
+    ):
+        nav = [h.split("#")[0] for h in served["pages"][f"{edition}docs/index.html"]["nav"]]
+        for folder in ("lessons", "exercises"):
+            listed = [h for h in nav if h.startswith(f"../{folder}/")]
+            assert listed == [f"../{p}".replace(".ipynb", ".html") for p in NOTEBOOKS if p.startswith(folder)], listed
+        glossary = (site.out / edition / "docs" / "glossary.html").read_text(encoding="utf-8")
+        terms = re.findall(r'<dt id="term-([^"]+)"', glossary)
+        assert some <= set(terms) and len(terms) == 7, terms
+
+
+@pytest.mark.browser
+def test_the_pt_br_site_has_every_page_in_portuguese_and_each_page_switches_language(served, site):
+    """Issue 46: the pt-BR site has the English site's pages at the same paths (the maintainer notes, not
+    translated, as a page linking to the English one), in Portuguese (the theme's language, the contents' captions,
+    the title); every page of both sites has one language switch, whose link opens the same page in the other
+    language (a file of the site: the internal links test loads it too)."""
+    pages = served["pages"]
+    english = sorted(p for p in pages if not p.startswith(PT))
+    assert sorted(p.removeprefix(PT) for p in pages if p.startswith(PT)) == english
+    assert len(english) == len(site.pages) + 2  # and genindex.html, search.html
+    for path, info in pages.items():
+        counterpart = path.removeprefix(PT) if path.startswith(PT) else PT + path
+        assert [urlparse(link).path for link in info["switch"]] == [f"/{counterpart}"], (path, info["switch"])
+        assert (site.out / counterpart).is_file()
+        assert info["lang"] == ("pt-BR" if path.startswith(PT) else "en"), (path, info["lang"])
+        captions = info["captions"] if path.startswith(PT) else [translate(c, "pt_BR") for c in info["captions"]]
+        assert captions == pages[PT + path.removeprefix(PT)]["captions"], (path, captions)
+    assert pages["docs/index.html"]["captions"] == ["Lessons", "Exercises", "Instructors", "Reference"]
+    assert pages[f"{PT}docs/index.html"]["captions"] == ["Lições", "Exercícios", "Instrutores", "Referência"]
+    assert pages[f"{PT}lessons/01_theory.html"]["title"] == "01 · Teoria — Acúmulo de gradientes"
+    # the maintainer notes stay English: the pt-BR pages link to the English page
+    base = served["base"]
+    assert f"{base}/docs/maintainers.html" in pages[f"{PT}docs/maintainers.html"]["links"]
+    assert f"{base}/docs/maintainers.html#the-website" in pages[f"{PT}docs/index.html"]["links"]
 
 
 @pytest.mark.browser
 def test_search_finds_micro_batch_on_lesson_01(served):
-    assert any(urlparse(link).path.endswith("/lessons/01_theory.html") for link in served["search"]), served["search"]
+    assert any(urlparse(link).path == "/lessons/01_theory.html" for link in served["search"]), served["search"]
+    pt = [urlparse(link).path for link in served["search_pt"]]  # Sphinx's Portuguese search, on the pt-BR pages
+    assert f"/{PT}lessons/01_theory.html" in pt and all(p.startswith(f"/{PT}") for p in pt), pt
 
 
 @pytest.mark.browser
-def test_the_memory_explorer_shows_its_figure_and_where_it_runs_live(served):
+def test_the_memory_explorer_shows_its_figure_and_where_it_runs_live(served, site):
     outputs = [i for i in served["pages"]["lessons/03_memory.html"]["images"] if i["output"]]
     assert len(outputs) == 6 and all(i["natural"] > 500 for i in outputs), outputs  # 5 plots and the explorer
     explorer = served["explorer"]  # one note, right under the cell that builds the explorer, which shows its picture
@@ -296,6 +356,11 @@ def test_the_memory_explorer_shows_its_figure_and_where_it_runs_live(served):
     width, height = explorer["figure"]  # the bars, then the verdict and timeline at two N (issue 45)
     assert width > 800 and height > width, explorer["figure"]
     assert all(where in explorer["note"] for where in ("JupyterLab", "Colab", "Binder")), explorer["note"]
+    # the pt-BR page's note in Portuguese, with the command that opens JupyterLab on the pt-BR edition
+    note = translate(LIVE_NOTE, "pt_BR").format(command="make lab-pt").replace("`", "")
+    assert note != LIVE_NOTE and " ".join(note.split()) in " ".join(
+        _text(site.out / PT / "lessons" / "03_memory.html").split()
+    )
     shot = ARTIFACTS / "site-03_memory-explorer.png"
     assert shot.stat().st_size > 10_000 and (ARTIFACTS / "site-03_memory.png").stat().st_size > 10_000
 
