@@ -124,5 +124,5 @@ site: $(STAMP)
 	$(BIN)/gradacc site
 
 clean:
-	rm -rf $(VENV) .pytest_cache build/test-cache build/site build/site-src build/site-npm build/lab-pt-settings \
+	rm -rf $(VENV) .pytest_cache build/test-cache build/site build/site-src build/site-src-pt-BR build/site-npm build/lab-pt-settings \
 		test-artifacts
