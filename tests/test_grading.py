@@ -942,7 +942,7 @@ def test_a_pt_br_submission_gets_the_english_points_and_portuguese_feedback(tmp_
 
     judged = [ExerciseProgress("01_theory", Path(r.file), r.status, r.points, r.max_points, r.checks, [], "")
               for r in (wrong, unanswered)]  # fmt: skip
-    assert _next_step(wrong, "pt_BR").startswith("verificação 1.1: incorreto - combine_means(")
+    assert _next_step(wrong, "pt_BR").startswith("exercício 1.1: incorreto - combine_means(")
     assert _next_step(rows["right_pt"], "pt_BR") == "pronto: todas as verificações passaram"
     table = Progress(tmp_path, judged, ["02_pytorch"], language="pt_BR").table().splitlines()
     assert table[0].split("  ")[:2] == ["exercício", "verificações aprovadas"]

@@ -37,6 +37,8 @@ from urllib.parse import quote, unquote
 import nbformat
 from nbformat.v4 import new_markdown_cell
 
+from ..i18n import N_
+
 __all__ = [
     "BADGES_ID",
     "NAV_ID",
@@ -138,11 +140,15 @@ def read_repository(pyproject: Path, *, repository: str | None = None, branch: s
     return Repository.parse(url, branch or config.get("branch", "main"))
 
 
-def badges_markdown(repo: Repository, path: str) -> str:
+BADGES_TEXT = N_("Run this notebook online, with nothing to install: [Colab]({colab}) · [Binder]({binder})")
+"""The badges cell's text (a message of the package: the pt-BR edition translates it)."""
+
+
+def badges_markdown(repo: Repository, path: str, template: str = BADGES_TEXT) -> str:
     """The source of the badges cell for the notebook at ``path`` (relative to the repository root, e.g.
-    ``lessons/03_memory.ipynb``): two text links, which read the same offline (no image to load)."""
-    colab, binder = repo.colab_url(path), repo.binder_url(path)
-    return f"Run this notebook online, with nothing to install: [Colab]({colab}) · [Binder]({binder})"
+    ``lessons/03_memory.ipynb``): two text links, which read the same offline (no image to load). ``template``:
+    ``BADGES_TEXT`` or its translation."""
+    return template.format(colab=repo.colab_url(path), binder=repo.binder_url(path))
 
 
 def _title(path: Path) -> str:

@@ -31,7 +31,7 @@ from urllib.parse import quote, unquote
 import nbformat
 
 from ...i18n import N_
-from ..badges import BADGES_ID, NAV_ID, Repository, badges_markdown, read_repository
+from ..badges import BADGES_ID, BADGES_TEXT, NAV_ID, Repository, badges_markdown, read_repository
 from ..notebooks import HOW_TO_CHECK, HOW_TO_CHECK_ID, _dump, generate_exercise, how_to_check
 from .catalogs import DOMAIN, EDITION, LANGUAGE, catalog_path, read_catalog, sources
 from .units import Segment, code_segments, join, markdown_segments
@@ -65,7 +65,9 @@ _HEADING = re.compile(r"^(#{1,6})\s+(.+?)\s*$")
 _GRADACC_IMPORT = re.compile(r"^(from|import) gradacc\b", re.M)
 _PLACEHOLDER = re.compile(r"\{(\w+)\}")
 _FENCE_OR_SPAN = re.compile(r"^(```|~~~)[^\n]*\n.*?^\1[^\n]*$|(`+)(.+?)\2", re.M | re.S)
-_NOTEBOOK_PATH = re.compile(r"(?<![\w/.-])((?:lessons|solutions|exercises)/[\w.-]*\.ipynb)")
+_NOTEBOOK_PATH = re.compile(r"(?<![\w/.-])((?:lessons|solutions|exercises)/[\w.-]*\.ipynb|exercises/(?![\w.-]))")
+"""A course notebook's path, or the exercises' folder itself (``gradacc progress exercises/``): the learner's own
+notebooks of the edition are under ``pt-BR/``."""
 _COLAB = re.compile(r"(https://colab\.research\.google\.com/github/[^/\s]+/[^/\s]+/blob/[^/\s]+/)([^\s)#?]+)")
 _BINDER = re.compile(r"(https://mybinder\.org/v2/gh/[^?\s)]+\?labpath=)([^\s)&#]+)")
 
@@ -201,7 +203,8 @@ class Edition:
 
     def code_spans(self, text: str) -> str:
         """In code spans and fences: a message of the package as it prints in Portuguese (`Exercise X.Y: correct`),
-        and a course notebook's path as the pt-BR one (``exercises/01_theory.ipynb`` -> ``pt-BR/exercises/...``)."""
+        and a course notebook's path or the exercises' folder as the pt-BR one (``exercises/01_theory.ipynb`` ->
+        ``pt-BR/exercises/...``, ``exercises/`` -> ``pt-BR/exercises/``)."""
 
         def span(m: re.Match) -> str:
             if m.group(0).startswith(("```", "~~~")):
@@ -289,7 +292,7 @@ class Edition:
     def _notebook_pass_two(self, source: str, nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
         for cell in nb.cells:
             if cell.get("id") == BADGES_ID:
-                cell.source = badges_markdown(self.repo, edition_path(source))
+                cell.source = badges_markdown(self.repo, edition_path(source), self._badges_text())
             elif cell.get("id") == NAV_ID:
                 cell.source = self.nav(cell.source, source)
             elif cell.cell_type == "markdown":
@@ -316,11 +319,14 @@ class Edition:
 
         return _LINK.sub(label, text)
 
+    def _badges_text(self) -> str:
+        return finished_messages(self.package).get(BADGES_TEXT, BADGES_TEXT)
+
     def exercise(self, solution: nbformat.NotebookNode, name: str) -> nbformat.NotebookNode:
         nb = generate_exercise(solution)
         for cell in nb.cells:
             if cell.get("id") == BADGES_ID:
-                cell.source = badges_markdown(self.repo, f"{EDITION}/exercises/{name}")
+                cell.source = badges_markdown(self.repo, f"{EDITION}/exercises/{name}", self._badges_text())
             elif cell.get("id") == HOW_TO_CHECK_ID:  # the package's message, its code spans as the edition prints them
                 template = finished_messages(self.package).get(HOW_TO_CHECK, HOW_TO_CHECK)
                 cell.source = self.code_spans(how_to_check(name, template))
