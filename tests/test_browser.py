@@ -1,15 +1,17 @@
 """A learner's session in a real browser: JupyterLab, lesson 03, the memory explorer, a slider moved with the keyboard.
 
-What runs for real: Debian's chromium (installed with apt-get when /usr/bin/chromium is missing; Playwright's own browser
-download is never used), Python Playwright (pinned in requirements.txt) driving it headless, and JupyterLab started
-from the course's venv on 127.0.0.1 with a random token on a free port, serving a copy of lessons/03_memory.ipynb (so
-nothing the browser does can touch the committed notebook). Every request that is not to that server is blocked.
+What runs for real: Debian's chromium (installed with apt-get when /usr/bin/chromium is missing; Playwright's own
+browser download is never used), Python Playwright (pinned in requirements.txt) driving it headless, and JupyterLab
+started from the course's venv on 127.0.0.1 with a random token on a free port, serving a copy of
+lessons/03_memory.ipynb (so nothing the browser does can touch the committed notebook). Every request that is not to
+that server is blocked.
 
 The test runs the lesson's cells from the top through the memory-explorer cell with Shift+Enter, as a learner does,
 moves the accumulation-steps slider three times with the arrow keys, and asserts after each move that the figure and
 the "fits / smallest N" sentence changed. It measures each redraw in the page (key press to both changes on screen; goal
-<= 200 ms, reported in the session's "measurements" section, never asserted: a time limit fails on a busy machine), then types a cell under the explorer that prints the kernel's share of the last redraw
-(``MemoryExplorer.last_redraw_s``). Screenshots and the timings go to test-artifacts/ (gitignored).
+<= 200 ms, reported in the session's "measurements" section, never asserted: a time limit fails on a busy machine), then
+types a cell under the explorer that prints the kernel's share of the last redraw (``MemoryExplorer.last_redraw_s``).
+Screenshots and the timings go to test-artifacts/ (gitignored).
 
 A second test opens lessons 01, 03 and 09 and exercise 09, waits for each kernel, saves with Ctrl+S and requires the
 tab never marked modified and the file byte for byte as committed (issue 30).
@@ -51,7 +53,7 @@ CHROMIUM_ARGS = [
     "--disable-component-update",
     "--no-first-run",
 ]
-# gradacc.plots.fits_summary's sentence, as MemoryExplorer shows it
+# gradacc.memory.plots.fits_summary's sentence, as MemoryExplorer shows it
 SENTENCE = re.compile(
     r"^N = (\d+) \(micro-batch \d+\): peak .+?, (fits|does not fit) in .+\. "
     r"(Smallest N that fits: \d+\.|No N up to \d+ fits.*\.)$"
@@ -465,7 +467,7 @@ def test_memory_explorer_in_jupyterlab(tmp_path: Path):
         LESSON,
         cells,
         may_raise=may_raise,
-        explorer=".gradacc-memory-explorer",  # the explorer's VBox (gradacc.widgets.MemoryExplorer)
+        explorer=".gradacc-memory-explorer",  # the explorer's VBox (gradacc.memory.widgets.MemoryExplorer)
         slider="accumulation steps",  # MemoryExplorer.accum_slider's description
         figure=".gradacc-figure",  # MemoryExplorer.figure's CSS class (an Output widget showing a PNG)
         sentence=".gradacc-fits",  # MemoryExplorer.sentence's CSS class
@@ -485,7 +487,7 @@ def test_memory_explorer_in_jupyterlab(tmp_path: Path):
         f"{result['seconds']} s; {len(result['blocked'])} non-local requests blocked; screenshots in test-artifacts/"
     )
     # each key press moved the slider one option (1, 2, 4, ..., 64 are the explorer's options) the way its key says
-    from gradacc.widgets import ACCUM_OPTIONS
+    from gradacc.memory.widgets import ACCUM_OPTIONS
 
     positions = [ACCUM_OPTIONS.index(int(v)) for v in values]
     steps = [after - before for before, after in zip(positions[:-1], positions[1:], strict=True)]

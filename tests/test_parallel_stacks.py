@@ -11,12 +11,11 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from gradacc.data import load_digits_tensors
-from gradacc.distributed import run_jax_worker
-from gradacc.hlo import collective_counts, loop_bodies
-from gradacc.jax_sharding import compiled_collectives
-from gradacc.models import make_digits_model
-from gradacc.parallel_stacks import (
+from gradacc.foundations.data import load_digits_tensors
+from gradacc.foundations.models import make_digits_model
+from gradacc.parallel.hlo import collective_counts, loop_bodies
+from gradacc.parallel.jax_sharding import compiled_collectives
+from gradacc.parallel.parallel_stacks import (
     MODEL,
     cudagraph_accumulation_check,
     fsdp_bf16_window,
@@ -26,6 +25,7 @@ from gradacc.parallel_stacks import (
     run_parallel_lesson,
     source_line,
 )
+from gradacc.parallel.runs import run_jax_worker
 
 HLO = """HloModule jit_step
 
@@ -39,9 +39,9 @@ HLO = """HloModule jit_step
 }
 
 ENTRY %main (x: f32[8]) -> f32[8] {
-  %w = (s32[], f32[8]) while((s32[], f32[8]) %t), condition=%cond.1, body=%body.1, backend_config={"known_trip_count":{"n":"3"}}
-  %ar.2 = (f32[], f32[8]{0}) all-reduce-start(f32[] %a, f32[8]{0} %b), channel_id=2, to_apply=%add
-  %done = (f32[], f32[8]{0}) all-reduce-done((f32[], f32[8]{0}) %ar.2)
+  %w = (s32[], f32[8]) while((s32[], f32[8]) %t), condition=%cond.1, body=%body.1,
+  backend_config={"known_trip_count":{"n":"3"}} %ar.2 = (f32[], f32[8]{0}) all-reduce-start(f32[] %a, f32[8]{0} %b),
+  channel_id=2, to_apply=%add %done = (f32[], f32[8]{0}) all-reduce-done((f32[], f32[8]{0}) %ar.2)
 }
 """
 

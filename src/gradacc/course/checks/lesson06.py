@@ -2,7 +2,7 @@
 
 The check functions print and return ``None`` (a check cell shows only its line). The learner's functions are tested
 on inputs of the check's own (other layer sizes, other batch sizes, padding), not only on the notebook's, against
-``gradacc.jaxacc``'s reference: the full-batch gradient of the mean loss.
+``gradacc.frameworks.jaxacc``'s reference: the full-batch gradient of the mean loss.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ... import jaxacc
-from ...data import IGNORE_INDEX
+from ...foundations.data import IGNORE_INDEX
+from ...frameworks import jaxacc
 from . import close, run_check
 
 __all__ = ["check_scan_accumulation", "check_unequal_window", "matmul_shapes", "TOLERANCE"]
@@ -25,7 +25,8 @@ TOLERANCE = 1e-5
 
 
 def _problem(seed: int, sizes: tuple[int, ...], rows: int, real: int):
-    """MLP parameters and a batch of ``rows`` rows whose first ``real`` rows are real, the rest ``IGNORE_INDEX`` padding.
+    """MLP parameters and a batch of ``rows`` rows whose first ``real`` rows are real, the rest ``IGNORE_INDEX``
+    padding.
 
     Drawn with NumPy (PyTorch's ``nn.Linear`` bounds, standard-normal inputs): eager JAX would compile every random op.
     """

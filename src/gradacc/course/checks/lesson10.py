@@ -6,9 +6,10 @@ Exercise 10.1 asks for ``loss_factors(library, accum_steps, item_counts, reducti
 epoch's short last window: the check grades both), the factor to multiply each micro-batch's loss by before handing
 it to the library, so that the window's update is the gradient of the mean item loss over the window; ``None`` where
 the library never applies the window (``reference_loss_factors`` is the answer; ``library_scale`` says what each
-library does). Exercise 10.2 asks for ``lightning_loss(module, batch, batch_idx)``, the loss a ``LightningModule``'s ``training_step`` returns with
-``Trainer(accumulate_grad_batches=N)``; the check runs a real Lightning ``fit`` over micro-batches of unequal sizes
-with a short last window (``lightning_window_grads``) and compares every window's gradient with one big batch's.
+library does). Exercise 10.2 asks for ``lightning_loss(module, batch, batch_idx)``, the loss a ``LightningModule``'s
+``training_step`` returns with ``Trainer(accumulate_grad_batches=N)``; the check runs a real Lightning ``fit`` over
+micro-batches of unequal sizes with a short last window (``lightning_window_grads``) and compares every window's
+gradient with one big batch's.
 """
 
 from __future__ import annotations
@@ -18,9 +19,9 @@ from collections.abc import Callable, Sequence
 
 import torch
 
-from ...accumulation import full_batch_gradients
-from ...data import load_digits_tensors
-from ...models import make_digits_model
+from ...foundations.accumulation import full_batch_gradients
+from ...foundations.data import load_digits_tensors
+from ...foundations.models import make_digits_model
 from ...stacks import probe_batches, probe_loss_sum, probe_model, probe_weights, right_weights, windows
 from . import run_check
 
@@ -187,7 +188,7 @@ def full_window_grads(
     sizes: Sequence[int], accum_steps: int, *, seed: int = 0, hidden: int = 32, start: int = 0
 ) -> list[list[torch.Tensor]]:
     """For each window of ``lightning_window_grads``' run, the gradient of the mean loss of its micro-batches taken
-    as one big batch (``gradacc.accumulation.full_batch_gradients``)."""
+    as one big batch (``gradacc.foundations.accumulation.full_batch_gradients``)."""
     model = make_digits_model(seed=seed, hidden=hidden)
     batches = _micro_batches(sizes, start)
     grads = []

@@ -16,9 +16,9 @@ from collections.abc import Callable, Sequence
 import torch
 import torch.nn.functional as F
 
-from ...accumulation import max_abs_diff
-from ...data import load_digits_tensors
-from ...models import make_digits_model
+from ...foundations.accumulation import max_abs_diff
+from ...foundations.data import load_digits_tensors
+from ...foundations.models import make_digits_model
 from . import run_check
 
 __all__ = [
