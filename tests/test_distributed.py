@@ -33,10 +33,23 @@ from gradacc.foundations.launch import (
     torchrun_command,
 )
 from gradacc.foundations.models import TinyLM, make_digits_model
-from gradacc.parallel.distributed import AllReduceCounter, effective_batch_size, single_process_group
-from gradacc.parallel.runs import run_accelerate_lesson, run_checkpoint_lesson, run_ddp_lesson, run_jax_devices
+from gradacc.parallel.distributed import (
+    AllReduceCounter,
+    effective_batch_size,
+    single_process_group,
+)
+from gradacc.parallel.runs import (
+    run_accelerate_lesson,
+    run_checkpoint_lesson,
+    run_ddp_lesson,
+    run_jax_devices,
+)
 from gradacc.parallel.sharded import run_fsdp_window
-from gradacc.parallel.tokens import TOKEN_LABEL_COUNTS, token_vocab_size, token_windows
+from gradacc.parallel.tokens import (
+    TOKEN_LABEL_COUNTS,
+    token_vocab_size,
+    token_windows,
+)
 
 # ---------------------------------------------------------------------------------------------- small pieces
 

@@ -469,4 +469,3 @@ def make_train_step(
         return (*_apply(optimizer, grads, opt_state, params), loss)
 
     return _maybe_jit(step, jit=jit, donate=donate)
-

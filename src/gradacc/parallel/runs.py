@@ -287,4 +287,3 @@ def run_jax_worker(
         result = json.loads(out.read_text(encoding="utf-8"))
     result["launcher_s"] = time.perf_counter() - start
     return result
-

@@ -49,8 +49,17 @@ from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
 from ..foundations.accumulation import Batch, sum_cross_entropy
 from ..foundations.data import check_accum_steps, load_digits_tensors
 from ..foundations.models import TinyLM, make_digits_model
-from ..parallel.distributed import WEIGHTINGS, AllReduceCounter, accumulate_window, effective_batch_size
-from ..parallel.tokens import TOKEN_LABEL_COUNTS, token_vocab_size, token_windows
+from ..parallel.distributed import (
+    WEIGHTINGS,
+    AllReduceCounter,
+    accumulate_window,
+    effective_batch_size,
+)
+from ..parallel.tokens import (
+    TOKEN_LABEL_COUNTS,
+    token_vocab_size,
+    token_windows,
+)
 
 __all__ = ["build_parser", "main"]
 
