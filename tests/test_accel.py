@@ -188,8 +188,7 @@ def test_script_writes_weights_that_round_trip(tmp_path):
 
 @pytest.mark.slow
 def test_two_launched_cpu_processes_match_one(tmp_path):
-    """What the docstring of gradacc.workers.accelerate_train promises: 2 processes x 16 samples = 1 process x 32 (about
-    30 s)."""
+    """What the docstring of gradacc.workers.accelerate_train promises: 2 processes x 16 samples = 1 process x 32 (about 30 s)."""
     import os
     import subprocess
     import sys

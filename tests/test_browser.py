@@ -1,17 +1,15 @@
 """A learner's session in a real browser: JupyterLab, lesson 03, the memory explorer, a slider moved with the keyboard.
 
-What runs for real: Debian's chromium (installed with apt-get when /usr/bin/chromium is missing; Playwright's own
-browser download is never used), Python Playwright (pinned in requirements.txt) driving it headless, and JupyterLab
-started from the course's venv on 127.0.0.1 with a random token on a free port, serving a copy of
-lessons/03_memory.ipynb (so nothing the browser does can touch the committed notebook). Every request that is not to
-that server is blocked.
+What runs for real: Debian's chromium (installed with apt-get when /usr/bin/chromium is missing; Playwright's own browser
+download is never used), Python Playwright (pinned in requirements.txt) driving it headless, and JupyterLab started
+from the course's venv on 127.0.0.1 with a random token on a free port, serving a copy of lessons/03_memory.ipynb (so
+nothing the browser does can touch the committed notebook). Every request that is not to that server is blocked.
 
 The test runs the lesson's cells from the top through the memory-explorer cell with Shift+Enter, as a learner does,
 moves the accumulation-steps slider three times with the arrow keys, and asserts after each move that the figure and
 the "fits / smallest N" sentence changed. It measures each redraw in the page (key press to both changes on screen; goal
-<= 200 ms, reported in the session's "measurements" section, never asserted: a time limit fails on a busy machine), then
-types a cell under the explorer that prints the kernel's share of the last redraw (``MemoryExplorer.last_redraw_s``).
-Screenshots and the timings go to test-artifacts/ (gitignored).
+<= 200 ms, reported in the session's "measurements" section, never asserted: a time limit fails on a busy machine), then types a cell under the explorer that prints the kernel's share of the last redraw
+(``MemoryExplorer.last_redraw_s``). Screenshots and the timings go to test-artifacts/ (gitignored).
 
 A second test opens lessons 01, 03 and 09 and exercise 09, waits for each kernel, saves with Ctrl+S and requires the
 tab never marked modified and the file byte for byte as committed (issue 30).

@@ -1,5 +1,5 @@
-"""The checks of lessons 00-02 (gradacc.course.checks.lesson00/01/02): each prints `correct` for the reference answer
-and `incorrect - <reason>` for plausible wrong answers, and never raises."""
+"""The checks of lessons 00-02 (gradacc.course.checks.lesson00/01/02): each prints `correct` for the reference answer and
+`incorrect - <reason>` for plausible wrong answers, and never raises."""
 
 from __future__ import annotations
 

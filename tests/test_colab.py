@@ -4,11 +4,11 @@
   ``%pip`` magic recorded instead of executed: on Colab the cell installs exactly the course package from the configured
   repository; elsewhere it does nothing at all.
 * The memory explorer: Colab's kernel has ipywidgets 7.7.1, the course's .venv has 8.x. ipywidgets 7.7.1 (and
-  ipython_genutils, which only 7.x imports) is installed into a throwaway folder (cached under build/test-cache/) that
-  is put first on the kernel's ``PYTHONPATH``, so torch, matplotlib and the rest are not reinstalled; a real Jupyter
-  kernel builds the explorer there, moves its accumulation-steps slider and the test asserts the figure and the sentence
-  change. What this does not reproduce: Colab's own front end and its Python 3.13 / IPython 7.34 (the kernel here is the
-  .venv's Python 3.11 and ipykernel); the package's ranges admitting Colab's versions are tested in test_packaging.py.
+  ipython_genutils, which only 7.x imports) is installed into a throwaway folder (cached under build/test-cache/) that is
+  put first on the kernel's ``PYTHONPATH``, so torch, matplotlib and the rest are not reinstalled; a real Jupyter kernel
+  builds the explorer there, moves its accumulation-steps slider and the test asserts the figure and the sentence change.
+  What this does not reproduce: Colab's own front end and its Python 3.13 / IPython 7.34 (the kernel here is the .venv's
+  Python 3.11 and ipykernel); the package's ranges admitting Colab's versions are tested in test_packaging.py.
 """
 
 from __future__ import annotations

@@ -39,9 +39,9 @@ HLO = """HloModule jit_step
 }
 
 ENTRY %main (x: f32[8]) -> f32[8] {
-  %w = (s32[], f32[8]) while((s32[], f32[8]) %t), condition=%cond.1, body=%body.1,
-  backend_config={"known_trip_count":{"n":"3"}} %ar.2 = (f32[], f32[8]{0}) all-reduce-start(f32[] %a, f32[8]{0} %b),
-  channel_id=2, to_apply=%add %done = (f32[], f32[8]{0}) all-reduce-done((f32[], f32[8]{0}) %ar.2)
+  %w = (s32[], f32[8]) while((s32[], f32[8]) %t), condition=%cond.1, body=%body.1, backend_config={"known_trip_count":{"n":"3"}}
+  %ar.2 = (f32[], f32[8]{0}) all-reduce-start(f32[] %a, f32[8]{0} %b), channel_id=2, to_apply=%add
+  %done = (f32[], f32[8]{0}) all-reduce-done((f32[], f32[8]{0}) %ar.2)
 }
 """
 

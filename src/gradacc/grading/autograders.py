@@ -6,12 +6,12 @@ How a check maps (README, instructor's guide: "nbgrader" and "Otter-Grader"):
 
 * an answer cell (tagged ``solution``) is an nbgrader solution cell / an Otter solution (its ``### BEGIN SOLUTION``
   region becomes ``# BEGIN SOLUTION`` for Otter, which replaces it with ``...``);
-* check X.Y is one nbgrader autograded test cell worth its points / one Otter question ``exercise_X_Y`` worth its
-  points, all or nothing: the visible check is the cell's visible part / a public test that expects the ``Exercise X.Y:
+* check X.Y is one nbgrader autograded test cell worth its points / one Otter question ``exercise_X_Y`` worth its points,
+  all or nothing: the visible check is the cell's visible part / a public test that expects the ``Exercise X.Y:
   correct`` line;
 * each hidden check is the cell's ``### BEGIN HIDDEN TESTS`` region / a ``hidden: true`` test: a call of
-  ``gradacc.grading.hiddentest.hidden_check`` that carries the hidden blocks and the reference's answer cells as text
-  and compares the student's results with the reference's on a fresh seed inside the grading kernel. The student's
+  ``gradacc.grading.hiddentest.hidden_check`` that carries the hidden blocks and the reference's answer cells as text and
+  compares the student's results with the reference's on a fresh seed inside the grading kernel. The student's
   notebook (nbgrader's release, Otter's student notebook) holds neither;
 * setup and prose cells are locked (nbgrader) or outside the questions (Otter).
 
@@ -163,8 +163,7 @@ def nbgrader_notebook(ref: Reference) -> nbformat.NotebookNode:
     return nbformat.v4.new_notebook(cells=cells, metadata=copy.deepcopy(ref.notebook.metadata))
 
 
-NBGRADER_CONFIG = '''"""nbgrader configuration of the course's exercises, written by `gradacc export-assignments
---format nbgrader`.
+NBGRADER_CONFIG = '''"""nbgrader configuration of the course's exercises, written by `gradacc export-assignments --format nbgrader`.
 
     nbgrader generate_assignment NN_topic     # the release: no solutions, no hidden tests
     nbgrader autograde NN_topic               # submitted/<student>/NN_topic/NN_topic.ipynb -> gradebook.db

@@ -113,8 +113,7 @@ def _check_method(method: str) -> str:
 
 
 def make_optimizer(name: str, params: Iterable[nn.Parameter], lr: float | None = None) -> torch.optim.Optimizer:
-    """The course's optimizers by name: ``"sgd"`` (lr 0.1), ``"momentum"`` (SGD, momentum 0.9, lr 0.1), ``"adam"`` (lr
-    1e-3).
+    """The course's optimizers by name: ``"sgd"`` (lr 0.1), ``"momentum"`` (SGD, momentum 0.9, lr 0.1), ``"adam"`` (lr 1e-3).
 
     Raises:
         ValueError: an unknown name (the message lists the known ones).

@@ -10,8 +10,8 @@
 Measured on torch 2.13 (CPU), default Dynamo settings:
 
 * ``naive_micro_step``: 2 graphs, 3 breaks (torch 2.11: 4, one more, "Attempted to call function marked as
-  skipped", at the same ``log.append(loss.item())``): ``if not torch.isfinite(loss)`` ("generic_jump TensorVariable()",
-  a data-dependent branch), ``loss.backward()`` ("Unsupported Tensor.backward() call") and ``loss.item()``
+  skipped", at the same ``log.append(loss.item())``): ``if not torch.isfinite(loss)`` ("generic_jump TensorVariable()", a
+  data-dependent branch), ``loss.backward()`` ("Unsupported Tensor.backward() call") and ``loss.item()``
   ("Unsupported Tensor.item() call with capture_scalar_outputs=False"); ``print(tensor)`` breaks too ("Failed to
   trace builtin operator"). A branch on a Python int (``if k == accum_steps - 1``) does not break: Dynamo guards
   on it and compiles again when the guard fails; ``count_recompiles`` counts how often (an int argument: 3 graphs

@@ -136,8 +136,8 @@ def _module_class():
 
 def make_module(model: nn.Module, loss_fn: LossFn = mean_loss, *, lr: float = 0.1, item_counts=None):
     """A ``LightningModule`` training ``model`` with SGD at ``lr``; ``training_step`` returns
-    ``loss_fn(module, batch, batch_idx)``; ``module.item_counts`` holds ``item_counts``, the items of every micro-batch
-    of the epoch in order (a ``loss_fn`` that weighs items by their window needs them)."""
+    ``loss_fn(module, batch, batch_idx)``; ``module.item_counts`` holds ``item_counts``, the items of every micro-batch of the epoch
+    in order (a ``loss_fn`` that weighs items by their window needs them)."""
     return _module_class()(model, loss_fn, lr, item_counts)
 
 

@@ -6,8 +6,7 @@ One process::
 
 Two CPU processes (gloo), each its own copy of the model, gradients averaged by DDP at every sync step::
 
-    accelerate launch --multi_gpu --num_processes 2 -m gradacc.workers.accelerate_train --accum-steps 4
-    --micro-batch-size 16 \
+    accelerate launch --multi_gpu --num_processes 2 -m gradacc.workers.accelerate_train --accum-steps 4 --micro-batch-size 16 \
         --expect-processes 2 --output two.json
     # or, equivalently: torchrun --nproc_per_node 2 -m gradacc.workers.accelerate_train --cpu ... (same arguments)
 

@@ -15,9 +15,8 @@ effective batch, twice:
 
 After each micro-step it records the gradient bytes the rank holds (sharded ``.grad`` shards, and unsharded
 gradients FSDP2 keeps for a later reduce-scatter) and the collectives called so far (``"all_gather"`` and
-``"reduce_scatter"``: the ``torch.distributed`` functions FSDP2 calls, ``COLLECTIVES``, counted by wrapping them). After
-the optimizer step, rank 0 compares the full parameters with one process training the same model on the whole batch at
-once.
+``"reduce_scatter"``: the ``torch.distributed`` functions FSDP2 calls, ``COLLECTIVES``, counted by wrapping them). After the optimizer
+step, rank 0 compares the full parameters with one process training the same model on the whole batch at once.
 
 Then it counts the all-gathers of one optimizer step, in both modes, of the same MLP with its LAST ``Linear`` left in
 the root unit (a root that holds parameters of its own; every other ``Linear`` a unit of its own), once with the
@@ -29,8 +28,8 @@ With ``--memory-steps 1,2,4,8`` it also measures each rank's peak memory in an o
 ``MEASURED_STEPS``) of a fixed
 effective batch (``--effective-batch-size`` samples over all ranks) for each of those ``accum_steps``, in three
 settings (``MEMORY_MODES``): DDP with ``no_sync()`` on micro-steps 1..N-1 (its default buckets: a second copy of the
-gradients for the all-reduce, which the tracker files as activations), and the two FSDP2 modes above. Trackers:
-PyTorch's ``torch.distributed._tools.fsdp2_mem_tracker.FSDPMemTracker`` for FSDP2 and its base ``MemTracker`` for DDP
+gradients for the all-reduce, which the tracker files as activations), and the two FSDP2 modes above. Trackers: PyTorch's
+``torch.distributed._tools.fsdp2_mem_tracker.FSDPMemTracker`` for FSDP2 and its base ``MemTracker`` for DDP
 (``TorchDispatchMode``s that file every live tensor under a category; private APIs of torch 2.11-2.13). Both refuse a
 module that runs forward twice without ``reset_mod_stats()`` in between (accumulation does exactly that), so the
 window calls it after every micro-step: that clears per-module statistics only, not the peak.
@@ -39,8 +38,8 @@ Rank 0 writes ``{"world_size", "accum_steps", "micro_batch_size", "parameters", 
 {"micro_steps": [{"sharded_grad_bytes", "unsharded_grad_bytes", "all_gather", "reduce_scatter"}, ...] (rank 0's),
 "rank_grad_bytes": [[...per micro-step, sharded + unsharded] per rank], "weight_diff"}}, "units" (the ``Linear``
 layers), "root_all_gathers": {mode: {root setting: all-gathers per optimizer step}}, "effective_batch_size",
-"memory": {memory mode: {str(accum_steps): [{"peak_mib", "breakdown_mib": {tracker category: MiB}, "step_peaks_mib"} per
-rank]}}}`` (the last two only with ``--memory-steps``).
+"memory": {memory mode: {str(accum_steps): [{"peak_mib", "breakdown_mib": {tracker category: MiB}, "step_peaks_mib"} per rank]}}}``
+(the last two only with ``--memory-steps``).
 """
 
 from __future__ import annotations
@@ -168,8 +167,7 @@ MEASURED_STEPS = 5
 
 
 def _reset_peak(tracker: MemTracker) -> None:
-    """Start a new peak from what is live now (what ``MemTracker.__enter__`` does; its attributes in torch
-    2.11-2.13)."""
+    """Start a new peak from what is live now (what ``MemTracker.__enter__`` does; its attributes in torch 2.11-2.13)."""
     tracker._peak_mem_snap = tracker.get_tracker_snapshot()
     tracker._peak_mem = {dev: snap["Total"] for dev, snap in tracker._peak_mem_snap.items()}
 

@@ -36,8 +36,7 @@ on the same samples (the mean over every item: a sample, or a token that is not 
   ``"error: <first line>"``), ``"all_reduces"`` per window, ``"weight_diff"`` against one process's full-batch SGD.
 
 Rank 0 writes ``{"torch_version", "world_size", "micro_batch_size", "n_microbatches", "accum_steps", "seq_len",
-"cp_lengths", "pipeline": {...}, "data_parallel": {...}, "context_parallel": {...}, "fsdp": {...}, "static_graph":
-{...}}``.
+"cp_lengths", "pipeline": {...}, "data_parallel": {...}, "context_parallel": {...}, "fsdp": {...}, "static_graph": {...}}``.
 """
 
 from __future__ import annotations

@@ -25,8 +25,7 @@ TOLERANCE = 1e-5
 
 
 def _problem(seed: int, sizes: tuple[int, ...], rows: int, real: int):
-    """MLP parameters and a batch of ``rows`` rows whose first ``real`` rows are real, the rest ``IGNORE_INDEX``
-    padding.
+    """MLP parameters and a batch of ``rows`` rows whose first ``real`` rows are real, the rest ``IGNORE_INDEX`` padding.
 
     Drawn with NumPy (PyTorch's ``nn.Linear`` bounds, standard-normal inputs): eager JAX would compile every random op.
     """

@@ -6,10 +6,9 @@ Exercise 10.1 asks for ``loss_factors(library, accum_steps, item_counts, reducti
 epoch's short last window: the check grades both), the factor to multiply each micro-batch's loss by before handing
 it to the library, so that the window's update is the gradient of the mean item loss over the window; ``None`` where
 the library never applies the window (``reference_loss_factors`` is the answer; ``library_scale`` says what each
-library does). Exercise 10.2 asks for ``lightning_loss(module, batch, batch_idx)``, the loss a ``LightningModule``'s
-``training_step`` returns with ``Trainer(accumulate_grad_batches=N)``; the check runs a real Lightning ``fit`` over
-micro-batches of unequal sizes with a short last window (``lightning_window_grads``) and compares every window's
-gradient with one big batch's.
+library does). Exercise 10.2 asks for ``lightning_loss(module, batch, batch_idx)``, the loss a ``LightningModule``'s ``training_step`` returns with
+``Trainer(accumulate_grad_batches=N)``; the check runs a real Lightning ``fit`` over micro-batches of unequal sizes
+with a short last window (``lightning_window_grads``) and compares every window's gradient with one big batch's.
 """
 
 from __future__ import annotations
