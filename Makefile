@@ -114,7 +114,7 @@ bench: $(STAMP)
 	$(BIN)/gradacc bench --json bench.json
 
 bench-reference: $(STAMP)  # the run lesson 03 shows; tests/test_bench.py re-measures its memory columns
-	$(BIN)/gradacc bench --json src/gradacc/bench_reference.json
+	$(BIN)/gradacc bench --json src/gradacc/memory/bench_reference.json
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

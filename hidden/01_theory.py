@@ -7,7 +7,7 @@ and this file's own preamble, and PRINTS the student's results on inputs drawn f
 
 import torch
 
-from gradacc.data import IGNORE_INDEX
+from gradacc.foundations.data import IGNORE_INDEX
 
 gen = torch.Generator().manual_seed(rng.randrange(2**31))
 

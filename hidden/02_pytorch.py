@@ -7,10 +7,10 @@ and this file's own preamble, and PRINTS the student's results on inputs drawn f
 
 import torch
 
-from gradacc.data import digits_loader, load_digits_tensors
-from gradacc.models import make_digits_model
+from gradacc.foundations.data import digits_loader, load_digits_tensors
+from gradacc.foundations.models import make_digits_model
 
-N_DIGITS = 1797  # samples in gradacc.data.load_digits_tensors()
+N_DIGITS = 1797  # samples in gradacc.foundations.data.load_digits_tensors()
 
 
 def draw_2_1(rng) -> dict:

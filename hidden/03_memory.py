@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 
 from gradacc.course.checks.lesson03 import timeline_from_parts
-from gradacc.models import make_digits_model
+from gradacc.foundations.models import make_digits_model
 
 
 def outcome(fn, *args, **kwargs) -> str:

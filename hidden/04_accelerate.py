@@ -8,9 +8,9 @@ and this file's own preamble, and PRINTS the student's results on inputs drawn f
 import torch
 from accelerate import Accelerator
 
-from gradacc.accelerate import reset_accelerate_state
-from gradacc.data import digits_loader
-from gradacc.models import make_digits_model
+from gradacc.foundations.data import digits_loader
+from gradacc.foundations.models import make_digits_model
+from gradacc.frameworks.accelerate import reset_accelerate_state
 
 
 def draw_4_1(rng) -> list[dict]:

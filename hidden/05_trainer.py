@@ -11,7 +11,7 @@ import torch
 from transformers import DataCollatorWithPadding
 from transformers.trainer_callback import PrinterCallback
 
-from gradacc.trainer import (
+from gradacc.frameworks.trainer import (
     encode_dataset,
     family_split,
     probe_args,

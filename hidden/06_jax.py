@@ -8,9 +8,9 @@ and this file's own preamble, and PRINTS the student's results on inputs drawn f
 import jax
 import jax.numpy as jnp
 
-from gradacc import jaxacc
 from gradacc.course.checks.lesson06 import matmul_shapes
-from gradacc.data import IGNORE_INDEX
+from gradacc.foundations.data import IGNORE_INDEX
+from gradacc.frameworks import jaxacc
 
 
 def draw_problem(seed: int, sizes: tuple[int, ...], rows: int, real: int):

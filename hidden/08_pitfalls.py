@@ -9,10 +9,10 @@ import copy
 
 import torch
 
-from gradacc.data import load_digits_tensors
-from gradacc.graphs import SavedTensorMeter
-from gradacc.models import make_digits_model
-from gradacc.pitfalls import info_nce_loss, two_views
+from gradacc.foundations.data import load_digits_tensors
+from gradacc.foundations.graphs import SavedTensorMeter
+from gradacc.foundations.models import make_digits_model
+from gradacc.foundations.pitfalls import info_nce_loss, two_views
 
 
 def contrastive_case(n: int, hidden: int):

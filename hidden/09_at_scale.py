@@ -5,10 +5,10 @@ and this file's own preamble, and PRINTS the student's results on inputs drawn f
 """
 # ruff: noqa: F821 - rng, quietly, weights and the student's functions come from the notebook and the preamble
 
-from gradacc.compiled import count_graph_breaks
 from gradacc.course.checks.lesson09 import new_stats, run_micro_steps
-from gradacc.data import load_digits_tensors
-from gradacc.models import make_digits_model
+from gradacc.foundations.data import load_digits_tensors
+from gradacc.foundations.models import make_digits_model
+from gradacc.parallel.compiled import count_graph_breaks
 
 
 def plan(*case) -> str:

@@ -8,9 +8,9 @@ and this file's own preamble, and PRINTS the student's results on inputs drawn f
 import torch
 
 from gradacc.course.checks.lesson11 import BF16_LR, bf16_windows
-from gradacc.models import make_digits_model
+from gradacc.foundations.models import make_digits_model
 
-N_DIGITS = 1797  # samples in gradacc.data.load_digits_tensors()
+N_DIGITS = 1797  # samples in gradacc.foundations.data.load_digits_tensors()
 
 
 def shown_int(value) -> str:

@@ -19,7 +19,7 @@ python3 - <<'EOF'
 import jax, torch, transformers
 print(f"torch {torch.__version__} on {torch.cuda.get_device_name(0)}; jax {jax.__version__} {jax.devices()}; "
       f"transformers {transformers.__version__}")
-from gradacc.widgets import CUDA_CONTEXT_MIB, gpu_capacity
+from gradacc.memory.widgets import CUDA_CONTEXT_MIB, gpu_capacity
 free, total = torch.cuda.mem_get_info(0)
 print(f"{gpu_capacity()[0]}: total - free after the context = {(total - free) / 2**20:.0f} MiB "
       f"(the presets allow {CUDA_CONTEXT_MIB:.0f} MiB)")

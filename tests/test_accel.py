@@ -1,4 +1,5 @@
-"""Unit tests of gradacc.accelerate and gradacc.workers.accelerate_train: the Accelerate facts lesson 04 relies on (accelerate 1.15)."""
+"""Unit tests of gradacc.frameworks.accelerate and gradacc.workers.accelerate_train: the Accelerate facts lesson 04
+relies on (accelerate 1.15)."""
 
 from __future__ import annotations
 
@@ -9,15 +10,15 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from gradacc.accelerate import (
+from gradacc.foundations.accumulation import max_abs_diff, train_accumulated
+from gradacc.foundations.data import digits_loader
+from gradacc.foundations.models import make_digits_model
+from gradacc.frameworks.accelerate import (
     micro_batch_sizes,
     reset_accelerate_state,
     train_with_accelerate,
     window_items,
 )
-from gradacc.accumulation import max_abs_diff, train_accumulated
-from gradacc.data import digits_loader
-from gradacc.models import make_digits_model
 
 accelerate = pytest.importorskip("accelerate")
 Accelerator = accelerate.Accelerator
@@ -169,7 +170,7 @@ def test_reset_allows_a_different_mixed_precision():
 
 
 def test_script_writes_weights_that_round_trip(tmp_path):
-    from gradacc.accelerate import read_result
+    from gradacc.frameworks.accelerate import read_result
     from gradacc.workers.accelerate_train import main
 
     out = tmp_path / "run.json"
@@ -192,7 +193,7 @@ def test_two_launched_cpu_processes_match_one(tmp_path):
     import subprocess
     import sys
 
-    from gradacc.accelerate import read_result
+    from gradacc.frameworks.accelerate import read_result
     from gradacc.workers.accelerate_train import main
 
     one = tmp_path / "one.json"

@@ -1,4 +1,4 @@
-"""Unit tests of gradacc.data and gradacc.accumulation: the numbers lessons 01-02 rely on."""
+"""Unit tests of gradacc.foundations.data and gradacc.foundations.accumulation: the numbers lessons 01-02 rely on."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import sys
 import pytest
 import torch
 
-from gradacc.accumulation import (
+from gradacc.foundations.accumulation import (
     accumulation_step,
     count_items,
     full_batch_gradients,
@@ -19,7 +19,7 @@ from gradacc.accumulation import (
     sum_cross_entropy,
     train_accumulated,
 )
-from gradacc.data import (
+from gradacc.foundations.data import (
     DOCSTRING_FILE,
     EXTRA_FUNCTIONS,
     IGNORE_INDEX,
@@ -33,7 +33,7 @@ from gradacc.data import (
     pad_batch,
     split_micro_batches,
 )
-from gradacc.models import TinyLM, make_digits_model
+from gradacc.foundations.models import TinyLM, make_digits_model
 
 
 def test_digits_are_the_real_bundled_dataset():
@@ -52,7 +52,10 @@ def test_digits_are_exactly_what_sklearns_loader_returns_without_importing_sklea
     bunch = load_digits()
     x, y = load_digits_tensors(torch.float64)
     assert torch.equal(x * 16.0, torch.as_tensor(bunch.data)) and torch.equal(y, torch.as_tensor(bunch.target))
-    code = "import sys; from gradacc.data import load_digits_tensors; load_digits_tensors(); print('sklearn' in sys.modules)"
+    code = (
+        "import sys; from gradacc.foundations.data import load_digits_tensors; load_digits_tensors(); "
+        "print('sklearn' in sys.modules)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"
 

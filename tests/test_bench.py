@@ -8,8 +8,9 @@ import sys
 
 import pytest
 
-from gradacc.bench import FULL, IMPLS, ROW_FIELDS, check_targets, format_table, load_reference, plot_rows, run_benchmark
 from gradacc.memory import StepConfig
+from gradacc.memory.bench import FULL, run_benchmark
+from gradacc.memory.bench_report import IMPLS, ROW_FIELDS, check_targets, format_table, load_reference, plot_rows
 
 
 @pytest.mark.slow

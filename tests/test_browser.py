@@ -51,7 +51,7 @@ CHROMIUM_ARGS = [
     "--disable-component-update",
     "--no-first-run",
 ]
-# gradacc.plots.fits_summary's sentence, as MemoryExplorer shows it
+# gradacc.memory.plots.fits_summary's sentence, as MemoryExplorer shows it
 SENTENCE = re.compile(
     r"^N = (\d+) \(micro-batch \d+\): peak .+?, (fits|does not fit) in .+\. "
     r"(Smallest N that fits: \d+\.|No N up to \d+ fits.*\.)$"
@@ -465,7 +465,7 @@ def test_memory_explorer_in_jupyterlab(tmp_path: Path):
         LESSON,
         cells,
         may_raise=may_raise,
-        explorer=".gradacc-memory-explorer",  # the explorer's VBox (gradacc.widgets.MemoryExplorer)
+        explorer=".gradacc-memory-explorer",  # the explorer's VBox (gradacc.memory.widgets.MemoryExplorer)
         slider="accumulation steps",  # MemoryExplorer.accum_slider's description
         figure=".gradacc-figure",  # MemoryExplorer.figure's CSS class (an Output widget showing a PNG)
         sentence=".gradacc-fits",  # MemoryExplorer.sentence's CSS class
@@ -485,7 +485,7 @@ def test_memory_explorer_in_jupyterlab(tmp_path: Path):
         f"{result['seconds']} s; {len(result['blocked'])} non-local requests blocked; screenshots in test-artifacts/"
     )
     # each key press moved the slider one option (1, 2, 4, ..., 64 are the explorer's options) the way its key says
-    from gradacc.widgets import ACCUM_OPTIONS
+    from gradacc.memory.widgets import ACCUM_OPTIONS
 
     positions = [ACCUM_OPTIONS.index(int(v)) for v in values]
     steps = [after - before for before, after in zip(positions[:-1], positions[1:], strict=True)]

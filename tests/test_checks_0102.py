@@ -12,7 +12,7 @@ import torch.nn.functional as F
 from gradacc.course.checks.lesson00 import check_effective_batch_size
 from gradacc.course.checks.lesson01 import check_combine_means, check_window_token_losses
 from gradacc.course.checks.lesson02 import check_accumulation_window, check_train_epoch
-from gradacc.data import IGNORE_INDEX
+from gradacc.foundations.data import IGNORE_INDEX
 
 
 def _line(capsys) -> str:

@@ -7,8 +7,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from gradacc import jaxacc
 from gradacc.course.checks.lesson06 import check_scan_accumulation, check_unequal_window
+from gradacc.frameworks import jaxacc
 
 grad_fn = jax.value_and_grad(jaxacc.sum_cross_entropy)
 

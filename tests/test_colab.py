@@ -147,7 +147,7 @@ def test_setup_cell_check_fails_a_cell_that_installs_everywhere(shell):
 BUILD = """
 import json
 from gradacc.memory import StepConfig, predict_step, profile_config
-from gradacc.widgets import MemoryExplorer
+from gradacc.memory.widgets import MemoryExplorer
 
 config = StepConfig(width=128, depth=2, effective_batch_size=256)
 profile = profile_config(config, fake=True)

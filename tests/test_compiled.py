@@ -1,4 +1,5 @@
-"""gradacc.compiled (lesson 09): graph breaks of a naive micro-step, none in the fixed one, and equal weights."""
+"""gradacc.parallel.compiled (lesson 09): graph breaks of a naive micro-step, none in the fixed one, and equal
+weights."""
 
 from __future__ import annotations
 
@@ -7,16 +8,16 @@ import re
 import pytest
 import torch
 
-from gradacc.accumulation import sum_cross_entropy
-from gradacc.compiled import (
+from gradacc.foundations.accumulation import sum_cross_entropy
+from gradacc.foundations.data import load_digits_tensors
+from gradacc.foundations.models import make_digits_model
+from gradacc.parallel.compiled import (
     TOLERANCE,
     compare_eager_compiled,
     count_graph_breaks,
     count_recompiles,
     naive_micro_step,
 )
-from gradacc.data import load_digits_tensors
-from gradacc.models import make_digits_model
 
 
 @pytest.fixture
@@ -168,7 +169,7 @@ def test_no_cxx_compiler_is_one_clear_error_before_any_compiling(monkeypatch):
     import torch._inductor.config as inductor_config
     from torch._inductor import cpp_builder
 
-    from gradacc.compiled import CxxCompilerMissing, inductor_compiler
+    from gradacc.parallel.compiled import CxxCompilerMissing, inductor_compiler
 
     assert inductor_compiler().endswith(("g++", "clang++"))
     monkeypatch.delenv("CXX", raising=False)

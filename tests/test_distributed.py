@@ -1,4 +1,4 @@
-"""Unit tests of gradacc.distributed, gradacc.workers.ddp, gradacc.workers.jax_dp and the checks of lesson 07.
+"""Unit tests of gradacc.parallel.distributed, gradacc.workers.ddp, gradacc.workers.jax_dp and the checks of lesson 07.
 
 The tests marked ``slow`` start real processes (torchrun + 2 gloo workers, accelerate launch, a JAX process with 4
 CPU devices): 10-30 s each on a 2-core machine.
@@ -21,22 +21,10 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-from gradacc.accumulation import count_items, full_batch_gradients, max_abs_diff, sum_cross_entropy
 from gradacc.course.checks import lesson07
-from gradacc.data import IGNORE_INDEX, load_digits_tensors, split_micro_batches
-from gradacc.distributed import (
-    TOKEN_LABEL_COUNTS,
-    AllReduceCounter,
-    effective_batch_size,
-    run_accelerate_lesson,
-    run_checkpoint_lesson,
-    run_ddp_lesson,
-    run_jax_devices,
-    single_process_group,
-    token_vocab_size,
-    token_windows,
-)
-from gradacc.launch import (
+from gradacc.foundations.accumulation import count_items, full_batch_gradients, max_abs_diff, sum_cross_entropy
+from gradacc.foundations.data import IGNORE_INDEX, load_digits_tensors, split_micro_batches
+from gradacc.foundations.launch import (
     WorkerError,
     accelerate_launch_command,
     free_port,
@@ -44,8 +32,24 @@ from gradacc.launch import (
     run_processes,
     torchrun_command,
 )
-from gradacc.models import TinyLM, make_digits_model
-from gradacc.sharded import run_fsdp_window
+from gradacc.foundations.models import TinyLM, make_digits_model
+from gradacc.parallel.distributed import (
+    AllReduceCounter,
+    effective_batch_size,
+    single_process_group,
+)
+from gradacc.parallel.runs import (
+    run_accelerate_lesson,
+    run_checkpoint_lesson,
+    run_ddp_lesson,
+    run_jax_devices,
+)
+from gradacc.parallel.sharded import run_fsdp_window
+from gradacc.parallel.tokens import (
+    TOKEN_LABEL_COUNTS,
+    token_vocab_size,
+    token_windows,
+)
 
 # ---------------------------------------------------------------------------------------------- small pieces
 
@@ -210,7 +214,7 @@ _LATE_GLOO_THREAD = textwrap.dedent(
     import sys, threading, time
     import torch, torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel as DDP
-    from gradacc.distributed import AllReduceCounter
+    from gradacc.parallel.distributed import AllReduceCounter
 
     dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
     main, ran_on = threading.get_ident(), []
@@ -276,7 +280,7 @@ def test_single_process_group_is_made_and_removed():
 
 
 def test_allreduce_counter_sees_one_call_per_synchronizing_backward():
-    from gradacc.distributed import accumulate_window
+    from gradacc.parallel.distributed import accumulate_window
 
     x, y = load_digits_tensors()
     micro_batches = split_micro_batches(x[:40], y[:40], 4)
@@ -406,7 +410,7 @@ def test_jax_on_four_cpu_devices_matches_the_full_batch():
 
 @pytest.mark.slow
 def test_accelerate_launch_on_two_cpu_processes_matches_one_process():
-    from gradacc.accelerate import reset_accelerate_state, train_with_accelerate
+    from gradacc.frameworks.accelerate import reset_accelerate_state, train_with_accelerate
 
     result = run_accelerate_lesson()
     assert result["num_processes"] == 2 and result["optimizer_steps"] == 2
@@ -549,7 +553,7 @@ def test_workers_do_not_see_fewer_gpus_than_ranks(monkeypatch):
     device ordinal" (seen on a one-GPU H200 machine): the workers then get no GPU and run on the CPU with gloo."""
     import torch
 
-    from gradacc.launch import _worker_env
+    from gradacc.foundations.launch import _worker_env
 
     for gpus, processes, hidden in ((0, 2, True), (1, 2, True), (2, 2, False), (8, 2, False), (1, 1, False)):
         monkeypatch.setattr(torch.cuda, "device_count", lambda gpus=gpus: gpus)
@@ -560,7 +564,7 @@ def test_workers_do_not_see_fewer_gpus_than_ranks(monkeypatch):
 
 def test_every_gloo_worker_ends_without_finalizing_python():
     """A gloo worker that returns normally can abort in interpreter finalization after writing its result
-    ("terminate called without an active exception", SIGABRT; gradacc.launch.exit_worker): seen for
+    ("terminate called without an active exception", SIGABRT; gradacc.foundations.launch.exit_worker): seen for
     gradacc.workers.fsdp_accum in 1 of 8 launches on the Colab replica (torch 2.11, Python 3.13). Every worker that
     starts a gloo group leaves through exit_worker."""
     from conftest import ROOT

@@ -1,13 +1,13 @@
-"""Unit tests of gradacc.graphs: saved-tensor bytes held by autograd graphs, and graph node counts."""
+"""Unit tests of gradacc.foundations.graphs: saved-tensor bytes held by autograd graphs, and graph node counts."""
 
 from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
 
-from gradacc.data import load_digits_tensors, split_micro_batches
-from gradacc.graphs import SavedTensorMeter, count_graph_nodes
-from gradacc.models import make_digits_model
+from gradacc.foundations.data import load_digits_tensors, split_micro_batches
+from gradacc.foundations.graphs import SavedTensorMeter, count_graph_nodes
+from gradacc.foundations.models import make_digits_model
 
 
 def test_meter_counts_the_saved_activations_and_frees_them_at_backward():
@@ -70,7 +70,7 @@ def test_graph_nodes_kept_by_a_logged_loss_tensor():
 
 
 def test_host_read_counter_counts_every_kind_of_value_read():
-    from gradacc.graphs import HostReadCounter
+    from gradacc.foundations.graphs import HostReadCounter
 
     t = torch.ones(3).sum()
     with HostReadCounter() as reads:
@@ -81,10 +81,10 @@ def test_host_read_counter_counts_every_kind_of_value_read():
 
 
 def test_train_accumulated_reads_the_device_once_per_window_for_its_loss():
-    from gradacc.accumulation import train_accumulated
-    from gradacc.data import digits_loader
-    from gradacc.graphs import HostReadCounter
-    from gradacc.models import make_digits_model
+    from gradacc.foundations.accumulation import train_accumulated
+    from gradacc.foundations.data import digits_loader
+    from gradacc.foundations.graphs import HostReadCounter
+    from gradacc.foundations.models import make_digits_model
 
     model = make_digits_model(seed=0)
     batches = list(digits_loader(16, seed=0, n_samples=160))  # 10 micro-batches, N = 4: 3 windows

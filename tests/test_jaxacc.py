@@ -1,4 +1,5 @@
-"""Unit tests of gradacc.jaxacc: the numbers lesson 06 relies on (JAX accumulation vs the full batch and vs PyTorch)."""
+"""Unit tests of gradacc.frameworks.jaxacc: the numbers lesson 06 relies on (JAX accumulation vs the full batch and vs
+PyTorch)."""
 
 from __future__ import annotations
 
@@ -9,10 +10,11 @@ import optax
 import pytest
 import torch
 
-from gradacc import jaxacc as J
-from gradacc.accumulation import sum_cross_entropy as torch_sum_cross_entropy
-from gradacc.data import IGNORE_INDEX
-from gradacc.models import make_digits_model
+from gradacc.foundations.accumulation import sum_cross_entropy as torch_sum_cross_entropy
+from gradacc.foundations.data import IGNORE_INDEX
+from gradacc.foundations.models import make_digits_model
+from gradacc.frameworks import jaxacc as J
+from gradacc.memory import step_memory
 
 
 @pytest.fixture(scope="module")
@@ -206,18 +208,18 @@ def test_train_step_scan_and_loop_make_the_same_update(params, batch):
 
 def test_step_memory_scan_falls_with_accum_steps_and_donation_aliases_the_state():
     sizes = (64, 256, 256, 10)
-    one = J.step_memory("scan", sizes, 1024, 1)
-    eight = J.step_memory("scan", sizes, 1024, 8)
+    one = step_memory("scan", sizes, 1024, 1)
+    eight = step_memory("scan", sizes, 1024, 8)
     assert eight["total_mib"] < 0.6 * one["total_mib"]
     assert one["params_mib"] == pytest.approx((64 * 256 + 256 + 256 * 256 + 256 + 256 * 10 + 10) * 4 / 2**20)
     assert one["opt_state_mib"] == pytest.approx(2 * one["params_mib"], rel=1e-3)  # Adam: mu and nu
-    donated = J.step_memory("scan", sizes, 1024, 8, donate=True)
+    donated = step_memory("scan", sizes, 1024, 8, donate=True)
     assert donated["alias_mib"] == pytest.approx(one["params_mib"] + one["opt_state_mib"], rel=1e-3)
     assert eight["alias_mib"] == 0.0
     with pytest.raises(ValueError, match="effective_batch_size=1000 is not divisible by accum_steps=3"):
-        J.step_memory("scan", sizes, 1000, 3)
+        step_memory("scan", sizes, 1000, 3)
     with pytest.raises(ValueError, match="method must be"):
-        J.step_memory("pmap", sizes, 1024, 2)
+        step_memory("pmap", sizes, 1024, 2)
 
 
 def test_count_traced_ops_sees_the_unrolled_loop_and_one_scan_body(params, batch):

@@ -9,11 +9,12 @@ import psutil
 import pytest
 import torch
 
-from gradacc.bench import format_fsdp_table, fsdp_rows
-from gradacc.data import load_digits_tensors
+from gradacc.foundations.data import load_digits_tensors
+from gradacc.foundations.models import make_digits_model
 from gradacc.memory import MIB, PARALLEL_MODES, predict_parallel, predict_step, profile_model
-from gradacc.models import make_digits_model
-from gradacc.sharded import run_fsdp_window
+from gradacc.memory.bench import fsdp_rows
+from gradacc.memory.bench_report import format_fsdp_table
+from gradacc.parallel.sharded import run_fsdp_window
 
 HIDDEN, DEPTH = 512, 4  # lesson 09's model
 NAMES = dict(zip(("DDP", "sync each micro-step", "sync at the boundary"), PARALLEL_MODES[1:], strict=True))

@@ -11,12 +11,11 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from gradacc.data import load_digits_tensors
-from gradacc.distributed import run_jax_worker
-from gradacc.hlo import collective_counts, loop_bodies
-from gradacc.jax_sharding import compiled_collectives
-from gradacc.models import make_digits_model
-from gradacc.parallel_stacks import (
+from gradacc.foundations.data import load_digits_tensors
+from gradacc.foundations.models import make_digits_model
+from gradacc.parallel.hlo import collective_counts, loop_bodies
+from gradacc.parallel.jax_sharding import compiled_collectives
+from gradacc.parallel.parallel_stacks import (
     MODEL,
     cudagraph_accumulation_check,
     fsdp_bf16_window,
@@ -26,6 +25,7 @@ from gradacc.parallel_stacks import (
     run_parallel_lesson,
     source_line,
 )
+from gradacc.parallel.runs import run_jax_worker
 
 HLO = """HloModule jit_step
 

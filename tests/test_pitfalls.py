@@ -1,4 +1,4 @@
-"""Unit tests of gradacc.pitfalls and the checks of lesson 08: each pitfall reproduced with a number."""
+"""Unit tests of gradacc.foundations.pitfalls and the checks of lesson 08: each pitfall reproduced with a number."""
 
 from __future__ import annotations
 
@@ -9,12 +9,12 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from gradacc.accumulation import full_batch_gradients, max_abs_diff
 from gradacc.course.checks import lesson08
-from gradacc.data import load_digits_tensors, split_micro_batches
-from gradacc.graphs import SavedTensorMeter
-from gradacc.models import make_digits_model
-from gradacc.pitfalls import (
+from gradacc.foundations.accumulation import full_batch_gradients, max_abs_diff
+from gradacc.foundations.data import load_digits_tensors, split_micro_batches
+from gradacc.foundations.graphs import SavedTensorMeter
+from gradacc.foundations.models import make_digits_model
+from gradacc.foundations.pitfalls import (
     accumulated_gradients,
     dropout_masks,
     info_nce_loss,

@@ -1,4 +1,5 @@
-"""Unit tests of gradacc.trainer and the lesson-05 checks: the Trainer facts lesson 05 relies on (transformers 5.24)."""
+"""Unit tests of gradacc.frameworks.trainer and the lesson-05 checks: the Trainer facts lesson 05 relies on
+(transformers 5.24)."""
 
 from __future__ import annotations
 
@@ -10,8 +11,8 @@ import torch.nn.functional as F
 
 pytest.importorskip("transformers")
 
-from gradacc.data import DOCSTRING_MODULES, docstring_corpus  # noqa: E402
-from gradacc.trainer import (  # noqa: E402
+from gradacc.foundations.data import DOCSTRING_MODULES, docstring_corpus  # noqa: E402
+from gradacc.frameworks.trainer import (  # noqa: E402
     FAMILY_NAMES,
     MODULE_FAMILIES,
     batch_gradients,

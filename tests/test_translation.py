@@ -303,7 +303,7 @@ DEVELOPER_ERRORS = {
     "reference_loss_factors",
 }
 """Functions of those modules whose English errors are for the course's own code (the checks call them with valid
-arguments; ``epoch_on_ranks``'s ``what`` goes into ``gradacc.launch``'s English ``WorkerError``)."""
+arguments; ``epoch_on_ranks``'s ``what`` goes into ``gradacc.foundations.launch``'s English ``WorkerError``)."""
 
 
 def _check_module_strings(name: str) -> tuple[list[str], list[str]]:

@@ -8,10 +8,11 @@ import re
 
 import pytest
 
-import gradacc.widgets as widgets
+import gradacc.memory.explorer_state as explorer_state
+import gradacc.memory.widgets as widgets
 from gradacc.memory import StepConfig, measure_config, profile_config, timeline_config
-from gradacc.plots import figure_png, fits_summary, format_mib
-from gradacc.widgets import ACCUM_OPTIONS, MemoryExplorer
+from gradacc.memory.plots import figure_png, fits_summary, format_mib
+from gradacc.memory.widgets import ACCUM_OPTIONS, MemoryExplorer
 
 DEFAULT = StepConfig()
 
@@ -34,8 +35,8 @@ def explorer(cached, monkeypatch):
         calls.append(args)
         raise AssertionError("a slider move must not measure")
 
-    monkeypatch.setattr(widgets, "measure_config", forbidden)
-    monkeypatch.setattr(widgets, "profile_config", forbidden)
+    monkeypatch.setattr(explorer_state, "measure_config", forbidden)  # what Measure calls (ExplorerState.measure)
+    monkeypatch.setattr(explorer_state, "profile_config", forbidden)
     ex.forbidden_calls = calls
     return ex
 
@@ -58,7 +59,7 @@ def test_the_display_carries_the_widget_and_its_picture(explorer, monkeypatch):
 
     import IPython.display
 
-    from gradacc.explorer_draw import texts_outside
+    from gradacc.memory.explorer_draw import texts_outside
 
     explorer.accum_slider.value = 1  # does not fit in 30 MiB; N = 4 does
     shown = []
@@ -229,8 +230,8 @@ def test_capacity_is_what_a_process_can_allocate(monkeypatch):
 
     import torch
 
-    from gradacc.capacity import CARD_TOTAL_MIB
-    from gradacc.widgets import CAPACITY_PRESETS, CUDA_CONTEXT_MIB, gpu_capacity
+    from gradacc.memory.capacity import CARD_TOTAL_MIB
+    from gradacc.memory.widgets import CAPACITY_PRESETS, CUDA_CONTEXT_MIB, gpu_capacity
 
     assert round(CUDA_CONTEXT_MIB, 1) == 273.8
     assert CARD_TOTAL_MIB["T4 (Colab's GPU)"] == 15_360 < 16 * 1024  # a "16 GB" card's real total
@@ -312,7 +313,7 @@ def big_explorer(cached):
 
 def _panels(ex) -> tuple:
     """The bar chart and the timeline panel the explorer shows now, as matplotlib figures."""
-    from gradacc.explorer_draw import timeline_figure
+    from gradacc.memory.explorer_draw import timeline_figure
 
     state, timeline = ex.state(), ex.timeline()
     figure = timeline_figure(timeline, ymax=state["timeline_ymax"], peak_source=state["source"], unit=state["unit"])
@@ -322,7 +323,7 @@ def _panels(ex) -> tuple:
 def test_every_text_fits_in_its_panel_at_every_n_and_one_unit_per_view(big_explorer):
     """Issue 45, items 1 and 4: no title, label or annotation runs off either panel at any N, on the lesson's model
     and on the large one; the large one's bars, timeline and sentence are all in GiB, each axis labelled."""
-    from gradacc.explorer_draw import texts_outside
+    from gradacc.memory.explorer_draw import texts_outside
 
     ex, _, _ = big_explorer
     # every N of the lesson's model; the large one's measured N and its largest (the title's longest numbers)
@@ -343,8 +344,8 @@ def test_every_text_fits_in_its_panel_at_every_n_and_one_unit_per_view(big_explo
 def test_predicted_timelines_show_the_optimizer_step_and_the_peak_inside_the_frame(explorer, cached):
     """Issue 45, item 2: a predicted timeline has the optimizer.step() operations the profile recorded (about as many
     as a measured step has), its peak is predict_step's, and its peak marker lies inside the axes at every N."""
-    from gradacc.explorer_draw import timeline_figure
     from gradacc.memory import predict_step
+    from gradacc.memory.explorer_draw import timeline_figure
 
     _, profile = cached
     measured = timeline_config(DEFAULT, 1, fake=True)
@@ -383,7 +384,7 @@ def test_legend_names_the_capacity_line_and_png_files_go_to_an_ignored_folder(ex
 
     from conftest import ROOT
 
-    from gradacc.widgets import SAVE_FOLDER
+    from gradacc.memory.widgets import SAVE_FOLDER
 
     assert "capacity" in explorer.legend.value
     monkeypatch.chdir(tmp_path)

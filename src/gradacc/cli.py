@@ -8,8 +8,8 @@ import importlib
 import sys
 
 # Modules that define ``add_cli(subparsers)``, and the sub-commands each registers (setting ``func`` on its parser).
-# ``gradacc COMMAND`` imports only COMMAND's module: ``gradacc grade`` does not import torch (``gradacc.bench`` does),
-# which cost every grading process about 2 s of CPU (each shard of a job array, each `gradacc progress`).
+# ``gradacc COMMAND`` imports only COMMAND's module: ``gradacc grade`` does not import torch (``gradacc.memory.bench``
+# does), which cost every grading process about 2 s of CPU (each shard of a job array, each `gradacc progress`).
 SUBCOMMANDS: dict[str, tuple[str, ...]] = {
     "gradacc.course.cli": ("exercises", "execute"),
     "gradacc.course.badges": ("badges",),
@@ -21,7 +21,7 @@ SUBCOMMANDS: dict[str, tuple[str, ...]] = {
     "gradacc.grading.classroom": ("classroom",),
     "gradacc.grading.shards": ("grade-merge",),
     "gradacc.grading.progress": ("progress",),
-    "gradacc.bench": ("bench",),
+    "gradacc.memory.bench": ("bench",),
 }
 
 

@@ -3,6 +3,6 @@ and Binder badges, navigation), ``environment`` (what lesson 00 reports), ``chec
 ``pytest_plugin`` (nbval's patience on a busy machine, loaded by every ``pytest``) and ``cli`` (``gradacc exercises``,
 ``gradacc execute``).
 
-It may import the teaching modules of ``gradacc``; they never import it. ``gradacc.grading`` imports it, never the other
-way (``tests/test_layout.py``).
+It may import the teaching rooms of ``gradacc`` (``foundations``, ``memory``, ``frameworks``, ``parallel``,
+``stacks``); they never import it. ``gradacc.grading`` imports it, never the other way (``tests/test_layout.py``).
 """

@@ -31,7 +31,7 @@ from pathlib import Path
 
 import nbformat
 
-from .discover import load_references
+from .discover import hidden_from_args, load_references
 from .gradebook import GradingError, Reference
 
 __all__ = ["FORMATS", "export_assignments", "hidden_test_source", "otter_question", "add_cli"]
@@ -331,14 +331,12 @@ def export_assignments(
 
 # --------------------------------------------------------------------------------------------------------------- CLI
 def _cmd_export(args: argparse.Namespace) -> int:
-    from .cli import _hidden_from
-
     try:
         written = export_assignments(
             Path(args.reference),
             Path(args.out),
             args.format,
-            hidden=_hidden_from(args),
+            hidden=hidden_from_args(args),
             exercises=args.exercise,
             course_requirements=Path(args.requirements) if args.requirements else None,
             repository=args.course_repository,

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from .bench import bench_grading, bench_sandbox, write_class
+from .discover import hidden_from_args
 from .gradebook import GradingError, Settings
 from .sandbox import SANDBOX_NONE_WARNING, SANDBOXES
 from .score import grade
@@ -20,11 +21,6 @@ __all__ = [
 
 
 # --------------------------------------------------------------------------------------------------------------- CLI
-def _default_hidden(reference: Path) -> Path | None:
-    candidate = (Path(reference) if Path(reference).is_dir() else Path(reference).parent).resolve().parent / "hidden"
-    return candidate if candidate.is_dir() else None
-
-
 def _settings_from(args: argparse.Namespace) -> Settings:
     return Settings(
         timeout=args.timeout,
@@ -36,16 +32,6 @@ def _settings_from(args: argparse.Namespace) -> Settings:
         sandbox=args.sandbox,
         scratch_mib=args.scratch_mib,
     )
-
-
-def _hidden_from(args: argparse.Namespace) -> Path | None:
-    if args.no_hidden:
-        return None
-    if args.hidden:
-        if not Path(args.hidden).is_dir():
-            raise GradingError(f"hidden-checks folder {args.hidden} does not exist")
-        return Path(args.hidden)
-    return _default_hidden(args.reference)
 
 
 def _cpu_s() -> float:
@@ -62,7 +48,7 @@ def _cmd_grade(args: argparse.Namespace) -> int:
     feedback = Path(args.feedback) if args.feedback else None
     private = [out] + ([feedback] if feedback else [])
     try:
-        hidden = _hidden_from(args)
+        hidden = hidden_from_args(args)
         print(f"hidden checks: {hidden or 'none'}", file=sys.stderr)
         settings, shard = _settings_from(args), parse_shard(args.shard) if args.shard else None
         if shard is not None:  # this shard's own gradebook, journal, feedback and record in OUT.shards/K-of-N/
@@ -122,7 +108,7 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     try:
         if args.write_class:
             paths = write_class(
-                Path(args.reference), args.exercise, args.n, Path(args.write_class), hidden=_hidden_from(args)
+                Path(args.reference), args.exercise, args.n, Path(args.write_class), hidden=hidden_from_args(args)
             )
             print(
                 f"wrote {len(paths)} submissions of {args.exercise} to {args.write_class}: grade them with "
@@ -136,15 +122,14 @@ def _cmd_bench(args: argparse.Namespace) -> int:
                 Path(args.reference),
                 args.exercise,
                 args.n,
-                hidden=_hidden_from(args),
+                hidden=hidden_from_args(args),
                 settings=_settings_from(args),
                 python=args.nbgrader_python,
             )
         else:
             bench = bench_sandbox if args.compare_sandbox else bench_grading
-            result = bench(
-                Path(args.reference), args.exercise, args.n, hidden=_hidden_from(args), settings=_settings_from(args)
-            )
+            hidden, settings = hidden_from_args(args), _settings_from(args)
+            result = bench(Path(args.reference), args.exercise, args.n, hidden=hidden, settings=settings)
     except (GradingError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -18,6 +18,7 @@ from .gradebook import GradingError, Reference, _short
 
 __all__ = [
     "MAX_NOTEBOOK_BYTES",
+    "hidden_from_args",
     "load_hidden",
     "load_references",
     "read_submission",
@@ -33,6 +34,25 @@ _IGNORED_NAMES = ("__MACOSX", "__pycache__", "Thumbs.db")
 
 
 # --------------------------------------------------------------------------------------------------------- references
+def hidden_from_args(args) -> Path | None:
+    """The hidden-checks folder a grading sub-command's arguments name (``gradacc grade``, ``grade-bench``,
+    ``export-assignments``): none with ``--no-hidden``; ``--hidden DIR``; else ``hidden/`` next to the folder of
+    ``--reference`` when it exists.
+
+    Raises:
+        GradingError: ``--hidden`` names a folder that does not exist.
+    """
+    if args.no_hidden:
+        return None
+    if args.hidden:
+        if not Path(args.hidden).is_dir():
+            raise GradingError(f"hidden-checks folder {args.hidden} does not exist")
+        return Path(args.hidden)
+    reference = Path(args.reference)
+    candidate = (reference if reference.is_dir() else reference.parent).resolve().parent / "hidden"
+    return candidate if candidate.is_dir() else None
+
+
 _HIDDEN_HEADER = re.compile(r"^# %% hidden[ \t]+(\S+)[ \t]*$", re.M)
 
 

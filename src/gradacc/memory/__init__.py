@@ -1,10 +1,12 @@
-"""Measuring and predicting the memory of a training step: one API used by every lesson (``from gradacc.memory import
-...``), one concern per module.
+"""Lesson 03's room: measuring and predicting the memory of a training step, with one API used by every lesson
+(``from gradacc.memory import ...``), and what lesson 03 builds on it.
 
 One optimizer step made of N micro-steps (accumulation steps) is run for real and its peak memory is reported with a
 breakdown at the moment of the peak: parameters, gradients, optimizer state, activations (tensors the forward pass
 keeps for the backward pass), temporaries (backward and optimizer-step scratch) and other (inputs, buffers, allocator
 slack). Units: MiB (2**20 bytes) and seconds; batch sizes in samples.
+
+The API (this package re-exports it), one concern per module:
 
 * ``tracker``: the categories, ``StepMemory`` and ``LiveStorageCounter`` (live tensor storages by category);
 * ``options``: optimizers and their state bytes, precisions, measuring methods, argument checks;
@@ -16,10 +18,14 @@ slack). Units: MiB (2**20 bytes) and seconds; batch sizes in samples.
   one step, with the micro-steps marked; ``predict_timeline`` draws the same from a profile;
 * ``parallel``: ``predict_parallel``, one rank's peak under DDP or FSDP2 (gradient sync each micro-step or at the
   boundary), from the one-process profile;
-* ``xla``: XLA's compiled memory analysis for JAX.
+* ``xla``: XLA's compiled memory analysis for JAX, and ``step_memory`` (one JAX training step of lesson 06's loops).
 
-A teaching module: lessons, the widgets and the benchmark import it; it imports only ``data``, ``models`` and
-``accumulation`` (``tests/test_layout.py``).
+Imported by name (importing this package imports none of them): the memory explorer (``widgets``: its controls;
+``explorer_state``: what it knows and measures; ``explorer_draw``: its panels), ``capacity`` (what a GPU can hold),
+``plots`` (the memory figures), ``bench`` and ``bench_report`` (``gradacc bench``: five implementations side by side).
+
+The room imports ``foundations``, and ``frameworks`` and ``parallel`` where it measures them (``bench``,
+``step_memory``), inside the functions that do (``tests/test_layout.py``).
 """
 
 from .config import StepConfig, measure_config, measure_sweep
@@ -38,7 +44,7 @@ from .parallel import PARALLEL_MODES, predict_parallel
 from .predict import MemoryProfile, predict_step, profile_config, profile_model, smallest_fitting_accum_steps
 from .timeline import StepTimeline, predict_timeline, record_timeline, timeline_config
 from .tracker import CATEGORIES, MIB, LiveStorageCounter, StepMemory, format_breakdown
-from .xla import jax_compiled_memory, jax_memory_analysis
+from .xla import jax_compiled_memory, jax_memory_analysis, step_memory
 
 __all__ = [
     "MIB",
@@ -68,6 +74,7 @@ __all__ = [
     "count_step_work",
     "jax_compiled_memory",
     "jax_memory_analysis",
+    "step_memory",
     "StepTimeline",
     "record_timeline",
     "timeline_config",

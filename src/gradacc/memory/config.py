@@ -14,7 +14,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from ..models import DigitsTransformer
+from ..foundations.models import DigitsTransformer
 from .measure import measure_step
 from .options import PRECISIONS, _check_optimizer_name, _check_precision, check_divisible, make_optimizer
 from .tracker import StepMemory
@@ -34,7 +34,7 @@ ARCHS: tuple[str, ...] = ("mlp", "transformer")
 class StepConfig:
     """A training step to measure: model, optimizer, precision and effective batch (samples).
 
-    ``arch="mlp"`` is ``gradacc.models.DigitsMLP(hidden=width, depth=depth)``; ``"transformer"`` is
+    ``arch="mlp"`` is ``gradacc.foundations.models.DigitsMLP(hidden=width, depth=depth)``; ``"transformer"`` is
     ``DigitsTransformer(width, depth)``. ``checkpoint=True`` recomputes each hidden block's activations in the
     backward pass (``torch.utils.checkpoint``, non-reentrant) instead of keeping them. The batch is
     ``effective_batch_size`` digits drawn with replacement (seeded) from scikit-learn's 1,797.
@@ -81,7 +81,7 @@ class StepConfig:
             with torch.random.fork_rng(devices=[]):
                 torch.manual_seed(seed)
                 if self.arch == "mlp":
-                    from ..models import DigitsMLP
+                    from ..foundations.models import DigitsMLP
 
                     model: nn.Module = DigitsMLP(hidden=self.width, depth=self.depth)
                 else:
@@ -111,7 +111,7 @@ class StepConfig:
 
 @functools.lru_cache(maxsize=1)
 def _digits() -> tuple[torch.Tensor, torch.Tensor]:
-    from ..data import load_digits_tensors
+    from ..foundations.data import load_digits_tensors
 
     return load_digits_tensors()
 

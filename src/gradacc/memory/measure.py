@@ -24,8 +24,8 @@ import torch
 from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from ..accumulation import count_items, sum_cross_entropy
-from ..data import check_accum_steps
+from ..foundations.accumulation import count_items, sum_cross_entropy
+from ..foundations.data import check_accum_steps
 from .options import _check_method, check_divisible, optimizer_state_bytes
 from .tracker import CATEGORIES, LiveStorageCounter, StepMemory, _breakdown, _mib, _storage_bytes
 

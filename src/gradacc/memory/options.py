@@ -10,7 +10,7 @@ from collections.abc import Iterable
 import torch
 from torch import nn
 
-from ..data import check_accum_steps
+from ..foundations.data import check_accum_steps
 from .tracker import _storage_bytes
 
 __all__ = [
@@ -56,7 +56,7 @@ def check_divisible(effective_batch_size: int, accum_steps: int) -> int:
     """Validate that an effective batch splits into ``accum_steps`` equal micro-batches; return the micro-batch size.
 
     Policy: memory is measured and predicted for equal micro-batches only, so an effective batch that is not a multiple
-    of N is refused (``gradacc.data.split_micro_batches`` handles unequal sizes when training).
+    of N is refused (``gradacc.foundations.data.split_micro_batches`` handles unequal sizes when training).
 
     Raises:
         ValueError: ``accum_steps`` not an int >= 1, ``effective_batch_size`` not an int >= 1, or not divisible.

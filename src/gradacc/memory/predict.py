@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
-from ..accumulation import sum_cross_entropy
-from ..data import check_accum_steps
+from ..foundations.accumulation import sum_cross_entropy
+from ..foundations.data import check_accum_steps
 from .config import StepConfig, _fake_setup, _quiet_fake
 from .measure import _accumulated_step, _is_fake, _window_items
 from .options import (

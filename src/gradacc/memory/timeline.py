@@ -18,8 +18,8 @@ from typing import Any
 import torch
 from torch import nn
 
-from ..accumulation import sum_cross_entropy
-from ..data import check_accum_steps
+from ..foundations.accumulation import sum_cross_entropy
+from ..foundations.data import check_accum_steps
 from .config import StepConfig, _fake_setup, _quiet_fake
 from .measure import _accumulated_step, _CudaAllocator, _prepare_window
 from .options import check_divisible

@@ -16,7 +16,8 @@ update (``right_weights``), and the **weight probe**: a model with one weight pe
 loss is ``-w[k]`` for every item of micro-batch ``k``. Trained from ``w = 0`` with SGD at learning rate 1, ``w[k]``
 ends up equal to the weight the training loop gave micro-batch ``k`` in its update: ``n_k / (items in its window)``
 for a loop that divides by the window's items, ``1 / N`` for one that divides every micro-batch mean by N, 0 for a
-micro-batch whose window never reached ``optimizer.step()``.
+micro-batch whose window never reached ``optimizer.step()``. ``plot_window_weights`` draws the probe's weights per
+stack against the right ones (lesson 10's diagram).
 """
 
 from __future__ import annotations
@@ -26,8 +27,8 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
-from ..accumulation import train_accumulated
-from ..data import check_accum_steps
+from ..foundations.accumulation import train_accumulated
+from ..foundations.data import check_accum_steps
 
 __all__ = [
     "check_item_counts",
@@ -38,6 +39,7 @@ __all__ = [
     "probe_loss_sum",
     "probe_weights",
     "loop_weights",
+    "plot_window_weights",
 ]
 
 
@@ -62,7 +64,7 @@ def windows(n_micro_batches: int, accum_steps: int) -> list[range]:
     micro-batches at N = 4).
 
     Raises:
-        ValueError: ``n_micro_batches < 1`` or a bad ``accum_steps`` (``gradacc.data.check_accum_steps``).
+        ValueError: ``n_micro_batches < 1`` or a bad ``accum_steps`` (``gradacc.foundations.data.check_accum_steps``).
     """
     check_accum_steps(accum_steps)
     if n_micro_batches < 1:
@@ -115,11 +117,33 @@ def probe_weights(model: nn.Module) -> list[float]:
 
 
 def loop_weights(item_counts: Sequence[int], accum_steps: int) -> list[float]:
-    """The weight probe trained by the course's own loop (``gradacc.accumulation.train_accumulated``, lesson 02):
-    each micro-batch's summed loss divided by its window's items, a step after every window, the short last one too.
-    Returns the weight each micro-batch got."""
+    """The weight probe trained by the course's own loop (``gradacc.foundations.accumulation.train_accumulated``, lesson
+    02): each micro-batch's summed loss divided by its window's items, a step after every window, the short last one
+    too. Returns the weight each micro-batch got."""
     counts = check_item_counts(item_counts)
     model = probe_model(len(counts))
     optimizer = torch.optim.SGD(model.parameters(), lr=1.0)
     train_accumulated(model, optimizer, probe_batches(counts), accum_steps, probe_loss_sum)
     return probe_weights(model)
+
+
+def plot_window_weights(
+    ax, item_counts: Sequence[int], accum_steps: int, weights: dict[str, Sequence[float]], right: Sequence[float]
+) -> None:
+    """Lesson 10's diagram: one group of bars per micro-batch, one bar per stack (``weights``: stack -> the weight each
+    micro-batch got in its update, from ``gradacc.stacks``' weight probe), the right weight (``right``: its items over
+    its window's items) as a black tick over each group, and a dotted line between accumulation windows."""
+    stacks = list(weights)
+    width = 0.8 / len(stacks)
+    palette = ["#4c72b0", "#dd8452", "#55a868", "#8172b3", "#c44e52"]
+    for i, (stack, values) in enumerate(weights.items()):
+        xs = [k - 0.4 + width * (i + 0.5) for k in range(len(values))]
+        ax.bar(xs, values, width=width, color=palette[i % len(palette)], label=stack)
+    ax.plot(range(len(right)), right, "_", color="black", ms=22, mew=2, label="right: its items / window's items")
+    for start in range(accum_steps, len(item_counts), accum_steps):
+        ax.axvline(start - 0.5, color="0.4", lw=1, ls=":")
+    ax.set_xticks(range(len(item_counts)), [f"{k + 1}\n({n} items)" for k, n in enumerate(item_counts)], fontsize=9)
+    ax.set_xlabel(f"micro-batch (N = {accum_steps}; dotted: window boundary)", fontsize=9)
+    ax.set_ylabel("weight in its update", fontsize=9)
+    ax.set_ylim(0, 1.15 * max(max(right), *(max(v) for v in weights.values())))
+    ax.legend(fontsize=9, loc="upper left", ncol=2)

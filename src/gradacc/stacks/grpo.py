@@ -34,7 +34,7 @@ from typing import Any
 
 import torch
 
-from ..data import function_docstring
+from ..foundations.data import function_docstring
 
 __all__ = [
     "GRPO_SOURCES",
@@ -63,7 +63,7 @@ GRPO_SOURCES: tuple[str, ...] = (
 def grpo_tokenizer():
     """A word-level tokenizer of 12 tokens (``[SEP]`` doubles as end-of-sequence): with so few tokens a random model
     ends its completions at many different lengths, so the windows hold different token counts."""
-    from ..texttask import train_wordlevel_tokenizer
+    from ..frameworks.texttask import train_wordlevel_tokenizer
 
     tokenizer = train_wordlevel_tokenizer([function_docstring(name) for name in GRPO_SOURCES], vocab_size=12)
     tokenizer.eos_token = "[SEP]"
@@ -166,7 +166,7 @@ def run_grpo(*, steps_per_generation: int, accum_steps: int, optimizer_steps: in
     from transformers.trainer_callback import PrinterCallback
     from trl import GRPOConfig
 
-    from ..texttask import quiet_transformers, tiny_causal_lm
+    from ..frameworks.texttask import quiet_transformers, tiny_causal_lm
 
     if steps_per_generation < 1 or accum_steps < 1:
         raise ValueError(

@@ -161,9 +161,9 @@ def probe_weights_keras(item_counts: Sequence[int], accum_steps: int, *, epochs:
 
 
 def keras_digits_model(torch_model: nn.Module) -> Any:
-    """A Keras ``Sequential`` copy of a ``gradacc.models.DigitsMLP`` without normalization or dropout: the same
-    ``Dense`` layers (ReLU between them) holding the same weights (Keras stores a kernel as ``[in, out]``, PyTorch a
-    ``Linear`` weight as ``[out, in]``).
+    """A Keras ``Sequential`` copy of a ``gradacc.foundations.models.DigitsMLP`` without normalization or dropout: the
+    same ``Dense`` layers (ReLU between them) holding the same weights (Keras stores a kernel as ``[in, out]``, PyTorch
+    a ``Linear`` weight as ``[out, in]``).
 
     Raises:
         ValueError: the model holds layers other than ``Linear`` and ``ReLU``.

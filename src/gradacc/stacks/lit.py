@@ -28,7 +28,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..accumulation import count_items
+from ..foundations.accumulation import count_items
 from . import check_item_counts, probe_batches, probe_loss_sum, probe_model, probe_weights, windows
 
 __all__ = [

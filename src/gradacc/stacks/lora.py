@@ -23,8 +23,8 @@ import torch
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
-from ..accumulation import Batch, count_items, sum_cross_entropy
-from ..models import make_digits_model
+from ..foundations.accumulation import Batch, count_items, sum_cross_entropy
+from ..foundations.models import make_digits_model
 
 __all__ = [
     "lora_digits_model",
@@ -39,11 +39,11 @@ __all__ = [
 def lora_digits_model(
     seed: int = 0, *, hidden: int = 512, depth: int = 4, rank: int = 8, random_adapters: bool = False
 ) -> Any:
-    """``gradacc.models.make_digits_model(seed, hidden=hidden, depth=depth)`` with LoRA adapters of rank ``rank`` on
-    every ``Linear`` (``peft.LoraConfig(target_modules=[...])``). PEFT starts ``lora_B`` at zero, so the adapted model
-    computes what the base does and ``lora_A`` gets a zero gradient at first; ``random_adapters`` draws both at random
-    (``init_lora_weights=False``), as after some training. The adapters' weights depend only on ``seed``. Returns the
-    ``peft.PeftModel``: its base weights are frozen (``requires_grad=False``)."""
+    """``gradacc.foundations.models.make_digits_model(seed, hidden=hidden, depth=depth)`` with LoRA adapters of rank
+    ``rank`` on every ``Linear`` (``peft.LoraConfig(target_modules=[...])``). PEFT starts ``lora_B`` at zero, so the
+    adapted model computes what the base does and ``lora_A`` gets a zero gradient at first; ``random_adapters`` draws
+    both at random (``init_lora_weights=False``), as after some training. The adapters' weights depend only on ``seed``.
+    Returns the ``peft.PeftModel``: its base weights are frozen (``requires_grad=False``)."""
     import peft
 
     base = make_digits_model(seed=seed, hidden=hidden, depth=depth)
@@ -91,7 +91,7 @@ def transformers_marks_inputs(vocab_size: int = 64) -> bool:
     switched on with ``use_reentrant=True`` (a tiny ``LlamaForCausalLM``; ``activation_checkpointing_enable`` in
     transformers 5.24, ``gradient_checkpointing_enable`` in 5.15): True when it registered the hook of
     ``enable_input_require_grads`` (``model._require_grads_hook``)."""
-    from ..texttask import tiny_causal_lm
+    from ..frameworks.texttask import tiny_causal_lm
 
     model = tiny_causal_lm(vocab_size, seed=0)
     enable = getattr(model, "activation_checkpointing_enable", None)

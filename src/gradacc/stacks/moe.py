@@ -74,7 +74,7 @@ def tiny_moe_lm(
     weights from ``seed``; no download) that returns its load-balancing loss (``output_router_logits=True``; the
     config's default, False, returns none and adds none) and adds ``router_aux_loss_coef`` times it to its token loss
     when given labels. The word-level tokenizer's ids as in
-    ``gradacc.texttask.tiny_causal_lm``: 0 pads, 2 and 3 begin and end."""
+    ``gradacc.frameworks.texttask.tiny_causal_lm``: 0 pads, 2 and 3 begin and end."""
     from transformers import AutoModelForCausalLM, MixtralConfig
 
     config = MixtralConfig(
@@ -129,7 +129,7 @@ def run_trainer(
     from transformers import DataCollatorWithFlattening, Trainer, TrainerCallback, TrainingArguments
     from transformers.trainer_callback import PrinterCallback
 
-    from ..texttask import quiet_transformers
+    from ..frameworks.texttask import quiet_transformers
 
     quiet_transformers()
     run = TrainerRun()
@@ -184,7 +184,7 @@ def run_trainer_on_ranks(*, world_size: int = 2, timeout: float = 300.0) -> dict
         ValueError: ``world_size < 1``.
         WorkerError: a worker failed or the run timed out.
     """
-    from ..launch import run_torchrun_json
+    from ..foundations.launch import run_torchrun_json
 
     if world_size < 1:
         raise ValueError(f"world_size must be >= 1, got {world_size}")

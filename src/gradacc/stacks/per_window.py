@@ -23,7 +23,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from ..accumulation import Batch, count_items, sum_cross_entropy
+from ..foundations.accumulation import Batch, count_items, sum_cross_entropy
 from . import windows
 
 __all__ = [

@@ -38,7 +38,7 @@ from typing import Any
 
 import torch
 
-from ..data import function_docstring
+from ..foundations.data import function_docstring
 
 __all__ = [
     "SFT_SOURCES",
@@ -65,9 +65,9 @@ whose micro-batches of 2 hold 24 and 18 completion tokens."""
 
 
 def sft_tokenizer():
-    """A word-level tokenizer (``gradacc.texttask.train_wordlevel_tokenizer``) trained on the docstrings of
+    """A word-level tokenizer (``gradacc.frameworks.texttask.train_wordlevel_tokenizer``) trained on the docstrings of
     ``SFT_SOURCES``, id 0 for padding."""
-    from ..texttask import train_wordlevel_tokenizer
+    from ..frameworks.texttask import train_wordlevel_tokenizer
 
     return train_wordlevel_tokenizer([function_docstring(name) for name, _, _ in SFT_SOURCES], vocab_size=400)
 
@@ -193,7 +193,7 @@ def run_sft(
     from transformers.trainer_callback import PrinterCallback
     from trl import SFTConfig
 
-    from ..texttask import quiet_transformers
+    from ..frameworks.texttask import quiet_transformers
 
     world_size = check_window(examples, accum_steps, micro_batch_size)
     quiet_transformers()

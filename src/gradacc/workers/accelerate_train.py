@@ -34,7 +34,7 @@ Arguments (all optional except ``--output``):
     --seed SEED             initial weights and shuffling (default 0)
     --dtype {float32,float64}
     --max-norm C            clip the accumulated gradient at sync steps
-    --normalize {mean,items}  see gradacc.accelerate.NORMALIZATIONS ("items": one process only)
+    --normalize {mean,items}  see gradacc.frameworks.accelerate.NORMALIZATIONS ("items": one process only)
     --no-sync-with-dataloader  GradientAccumulationPlugin(sync_with_dataloader=False)
     --split-batches         split each loader batch across processes (see above)
     --cpu                   force the CPU (implied when WORLD_SIZE > 1 and CUDA is absent)
@@ -42,9 +42,9 @@ Arguments (all optional except ``--output``):
     --output PATH           JSON file written by rank 0 only (see ``write_result``)
 
 The JSON holds ``"args"``, ``"num_processes"``, ``"effective_batch_size"``, ``"optimizer_steps"``, ``"history"``
-(rank 0's per-micro-step records, see ``gradacc.accelerate.AccelerateRun``) and ``"weights"`` (name -> nested lists of
-the final parameters; float32 values survive the JSON round trip exactly). ``read_result(path)`` turns the weights back
-into tensors. Exit status 0 on success.
+(rank 0's per-micro-step records, see ``gradacc.frameworks.accelerate.AccelerateRun``) and ``"weights"`` (name -> nested
+lists of the final parameters; float32 values survive the JSON round trip exactly). ``read_result(path)`` turns the
+weights back into tensors. Exit status 0 on success.
 """
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ from pathlib import Path
 
 import torch
 
-from ..accelerate import NORMALIZATIONS, WEIGHT_DTYPES, train_with_accelerate, write_result
+from ..frameworks.accelerate import NORMALIZATIONS, WEIGHT_DTYPES, train_with_accelerate, write_result
 
 __all__ = ["build_parser", "main"]
 
@@ -133,6 +133,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    from gradacc.launch import exit_worker
+    from gradacc.foundations.launch import exit_worker
 
     exit_worker(main())  # not sys.exit: gloo's threads can abort a finalizing interpreter (see exit_worker)

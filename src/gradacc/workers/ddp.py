@@ -1,6 +1,6 @@
 """The DDP worker of lesson 07: gradient accumulation with ``DistributedDataParallel`` across real processes.
 
-Started by torchrun (one process per rank), usually through ``gradacc.distributed.run_ddp_lesson``::
+Started by torchrun (one process per rank), usually through ``gradacc.parallel.runs.run_ddp_lesson``::
 
     torchrun --nnodes=1 --nproc-per-node=2 --master-addr=127.0.0.1 --master-port=PORT \\
         -m gradacc.workers.ddp --out result.pt --micro-batch-size 8 --accum-steps 4
@@ -46,18 +46,20 @@ from torch.distributed.elastic.multiprocessing.errors import record
 from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
 
-from ..accumulation import Batch, sum_cross_entropy
-from ..data import check_accum_steps, load_digits_tensors
-from ..distributed import (
-    TOKEN_LABEL_COUNTS,
+from ..foundations.accumulation import Batch, sum_cross_entropy
+from ..foundations.data import check_accum_steps, load_digits_tensors
+from ..foundations.models import TinyLM, make_digits_model
+from ..parallel.distributed import (
     WEIGHTINGS,
     AllReduceCounter,
     accumulate_window,
     effective_batch_size,
+)
+from ..parallel.tokens import (
+    TOKEN_LABEL_COUNTS,
     token_vocab_size,
     token_windows,
 )
-from ..models import TinyLM, make_digits_model
 
 __all__ = ["build_parser", "main"]
 
@@ -211,6 +213,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    from gradacc.launch import exit_worker
+    from gradacc.foundations.launch import exit_worker
 
     exit_worker(main())  # not sys.exit: gloo's threads can abort a finalizing interpreter (see exit_worker)

@@ -29,9 +29,9 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
-from ..distributed import AllReduceCounter, rank_batches
-from ..launch import exit_worker
-from ..models import make_digits_model
+from ..foundations.launch import exit_worker
+from ..foundations.models import make_digits_model
+from ..parallel.distributed import AllReduceCounter, rank_batches
 
 
 def learner_function(spec: dict):
@@ -72,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
             break
         results.append({"weights": [p.detach().clone() for p in model.parameters()], "allreduces": counter.calls})
     torch.save(results, f"{args.out}.{rank}")  # every rank: a rank's own error may only show as a lost peer elsewhere
-    exit_worker(0)  # see gradacc.launch.exit_worker: no teardown of the gloo group (its threads) at exit
+    exit_worker(0)  # see gradacc.foundations.launch.exit_worker: no teardown of the gloo group (its threads) at exit
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """Lesson 07's activation-checkpointing worker: ``torch.utils.checkpoint`` inside a DDP accumulation window.
 
-Started by torchrun, usually through ``gradacc.distributed.run_checkpoint_lesson``::
+Started by torchrun, usually through ``gradacc.parallel.runs.run_checkpoint_lesson``::
 
     torchrun --nnodes=1 --nproc-per-node=2 ... -m gradacc.workers.ddp_checkpoint --out result.json
 
@@ -27,7 +27,7 @@ from torch.distributed.elastic.multiprocessing.errors import record
 from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.utils.checkpoint import checkpoint
 
-from ..data import check_accum_steps, load_digits_tensors
+from ..foundations.data import check_accum_steps, load_digits_tensors
 
 __all__ = ["SETTINGS", "SharedBlockMLP", "build_parser", "main"]
 
@@ -147,6 +147,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    from gradacc.launch import exit_worker
+    from gradacc.foundations.launch import exit_worker
 
     exit_worker(main())

@@ -1,6 +1,6 @@
 """Lesson 09's FSDP2 worker (issue 16): gradient accumulation under ``torch.distributed.fsdp.fully_shard``.
 
-Started by torchrun, usually through ``gradacc.sharded.run_fsdp_window``::
+Started by torchrun, usually through ``gradacc.parallel.sharded.run_fsdp_window``::
 
     torchrun --nnodes=1 --nproc-per-node=2 ... -m gradacc.workers.fsdp_accum --out result.json
 
@@ -61,8 +61,8 @@ from torch.distributed.elastic.multiprocessing.errors import record
 from torch.distributed.fsdp import fully_shard
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-from ..data import check_accum_steps, load_digits_tensors
-from ..models import make_digits_model
+from ..foundations.data import check_accum_steps, load_digits_tensors
+from ..foundations.models import make_digits_model
 
 __all__ = ["MODES", "MEMORY_MODES", "ROOT_SETTINGS", "COLLECTIVES", "build_parser", "main"]
 
@@ -299,6 +299,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    from gradacc.launch import exit_worker
+    from gradacc.foundations.launch import exit_worker
 
     exit_worker(main())  # not sys.exit: gloo's threads can abort a finalizing interpreter (see exit_worker)

@@ -1,21 +1,22 @@
 """The JAX worker of lesson 07: data parallelism over several CPU devices, with accumulation inside each device.
 
 Run it in a fresh process whose environment sets the number of CPU devices BEFORE JAX starts (JAX reads
-``XLA_FLAGS`` once, when its CPU backend initialises), usually through ``gradacc.distributed.run_jax_devices``::
+``XLA_FLAGS`` once, when its CPU backend initialises), usually through ``gradacc.parallel.runs.run_jax_devices``::
 
     XLA_FLAGS=--xla_force_host_platform_device_count=4 JAX_PLATFORMS=cpu \\
         python -m gradacc.workers.jax_dp --out result.json --devices 4 --micro-batch-size 8 --accum-steps 4
 
-What it computes, on ``make_digits_model(seed=0, hidden=H)``'s weights (``gradacc.jaxacc.params_from_torch``) and the
-first ``micro_batch_size x accum_steps x devices`` digits:
+What it computes, on ``make_digits_model(seed=0, hidden=H)``'s weights (``gradacc.frameworks.jaxacc.params_from_torch``)
+and the first ``micro_batch_size x accum_steps x devices`` digits:
 
-* the full-batch gradient of the mean cross-entropy, on one device (``gradacc.jaxacc.full_batch_grads``);
-* the data-parallel gradient (``gradacc.jax_sharding.accumulate_shard_map``): ``jax.shard_map`` over a 1-D mesh of the devices (axis ``"data"``) gives each device
-  its ``micro_batch_size x accum_steps`` rows; each device accumulates its ``accum_steps`` micro-batches with
-  ``jax.lax.scan`` (``gradacc.jaxacc.accumulate_grads_scan``), turns its mean back into a sum, and ``jax.lax.psum``
-  adds the sums and the item counts across devices once per window; the total is divided by the global count.
-  (``check_vma=False``: the explicit ``psum`` is the only reduction; with JAX's varying-axes checking on, the
-  gradient of replicated parameters would be summed automatically and the scan's zero carry would need a ``pcast``.)
+* the full-batch gradient of the mean cross-entropy, on one device (``gradacc.frameworks.jaxacc.full_batch_grads``);
+* the data-parallel gradient (``gradacc.parallel.jax_sharding.accumulate_shard_map``): ``jax.shard_map`` over a 1-D mesh
+  of the devices (axis ``"data"``) gives each device its ``micro_batch_size x accum_steps`` rows; each device
+  accumulates its ``accum_steps`` micro-batches with ``jax.lax.scan``
+  (``gradacc.frameworks.jaxacc.accumulate_grads_scan``), turns its mean back into a sum, and ``jax.lax.psum`` adds the
+  sums and the item counts across devices once per window; the total is divided by the global count.
+  (``check_vma=False``: the explicit ``psum`` is the only reduction; with JAX's varying-axes checking on, the gradient
+  of replicated parameters would be summed automatically and the scan's zero carry would need a ``pcast``.)
 
 It writes JSON: ``"jax_version"``, ``"devices"`` (their names), ``"device_count"``, ``"micro_batch_size"``,
 ``"accum_steps"``, ``"effective_batch_size"``, ``"rows_per_device"`` (list), ``"loss_full"``, ``"loss_data_parallel"``,
@@ -49,11 +50,11 @@ def main(argv: list[str] | None = None) -> int:
     import jax
     import jax.numpy as jnp
 
-    from ..distributed import effective_batch_size
-    from ..hlo import count_instructions, loop_bodies
-    from ..jax_sharding import accumulate_shard_map, data_mesh, shard_rows
-    from ..jaxacc import digits_arrays, full_batch_grads, max_abs_diff, params_from_torch
-    from ..models import make_digits_model
+    from ..foundations.models import make_digits_model
+    from ..frameworks.jaxacc import digits_arrays, full_batch_grads, max_abs_diff, params_from_torch
+    from ..parallel.distributed import effective_batch_size
+    from ..parallel.hlo import count_instructions, loop_bodies
+    from ..parallel.jax_sharding import accumulate_shard_map, data_mesh, shard_rows
 
     if jax.device_count() != args.devices:
         raise RuntimeError(

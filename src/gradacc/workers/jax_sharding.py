@@ -2,17 +2,17 @@
 programs.
 
 Run it in a fresh process whose environment sets the number of CPU devices BEFORE JAX starts, usually through
-``gradacc.parallel_stacks.run_jax_sharding``::
+``gradacc.parallel.parallel_stacks.run_jax_sharding``::
 
     XLA_FLAGS=--xla_force_host_platform_device_count=4 JAX_PLATFORMS=cpu \\
         python -m gradacc.workers.jax_sharding --out result.json --devices 4 --micro-batch-size 8 --accum-steps 4
 
 On ``make_digits_model(seed=0, hidden=H)``'s weights and the first ``micro_batch_size x accum_steps x devices`` digits,
-it computes the one-device full-batch gradient, compiles the three accumulations of ``gradacc.jax_sharding`` (the batch's
-rows sharded over the devices), runs them, and writes JSON: ``"jax_version"``, ``"device_count"``,
+it computes the one-device full-batch gradient, compiles the three accumulations of ``gradacc.parallel.jax_sharding``
+(the batch's rows sharded over the devices), runs them, and writes JSON: ``"jax_version"``, ``"device_count"``,
 ``"micro_batch_size"``, ``"accum_steps"``, ``"effective_batch_size"``, ``"grad_scale"`` (largest full-batch gradient
 entry), and ``"variants"``: for ``"contiguous"``, ``"strided"`` and ``"shard_map"``, ``{"max_abs_diff"`` (largest
-difference from the full-batch gradient), ``"loss"``, ``"collectives"`` (``gradacc.hlo.collective_counts``:
+difference from the full-batch gradient), ``"loss"``, ``"collectives"`` (``gradacc.parallel.hlo.collective_counts``:
 instructions, in the loop, per call, result shapes) and ``"source"`` (the function's code)``}``.
 """
 
@@ -42,11 +42,11 @@ def main(argv: list[str] | None = None) -> int:
     import jax
     import jax.numpy as jnp
 
-    from ..distributed import effective_batch_size
-    from ..hlo import collective_counts
-    from ..jax_sharding import compile_accumulations
-    from ..jaxacc import digits_arrays, full_batch_grads, max_abs_diff, params_from_torch
-    from ..models import make_digits_model
+    from ..foundations.models import make_digits_model
+    from ..frameworks.jaxacc import digits_arrays, full_batch_grads, max_abs_diff, params_from_torch
+    from ..parallel.distributed import effective_batch_size
+    from ..parallel.hlo import collective_counts
+    from ..parallel.jax_sharding import compile_accumulations
 
     if jax.device_count() != args.devices:
         raise RuntimeError(

@@ -50,7 +50,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     torch.set_num_threads(1)
-    from ..accumulation import max_abs_diff
+    from ..foundations.accumulation import max_abs_diff
     from ..stacks import moe, sft
 
     world = int(os.environ.get("WORLD_SIZE", "1"))
@@ -88,6 +88,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    from gradacc.launch import exit_worker
+    from gradacc.foundations.launch import exit_worker
 
     exit_worker(main())  # not sys.exit: gloo's threads can abort a finalizing interpreter (see exit_worker)

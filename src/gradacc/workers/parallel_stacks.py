@@ -2,18 +2,18 @@
 counts across context-parallel ranks, FSDP2's mixed precision with a layer some micro-steps do not use, and DDP's
 ``static_graph`` with ``no_sync()``, on 2 gloo ranks.
 
-Started by torchrun, usually through ``gradacc.parallel_stacks.run_parallel_lesson``::
+Started by torchrun, usually through ``gradacc.parallel.parallel_stacks.run_parallel_lesson``::
 
     torchrun --nnodes=1 --nproc-per-node=2 ... -m gradacc.workers.parallel_stacks --out result.json
 
 Five groups of cases on the digits MLP ``make_digits_model(seed=0, hidden=32, depth=2)`` (the FSDP2 group: on
-``gradacc.parallel_stacks.GatedMLP``), on micro-batches of ``--micro-batch-size`` digits or of that many padded
-sequences of ``SEQ_LEN`` digit "tokens" (``gradacc.parallel_stacks.padded_digit_sequences``: the MLP treats each
-token on its own; a label of -100 is padding). Rank 0 compares each result with one process's gradient or weights on
-the same samples (the mean over every item: a sample, or a token that is not padding):
+``gradacc.parallel.parallel_stacks.GatedMLP``), on micro-batches of ``--micro-batch-size`` digits or of that many padded
+sequences of ``SEQ_LEN`` digit "tokens" (``gradacc.parallel.parallel_stacks.padded_digit_sequences``: the MLP treats
+each token on its own; a label of -100 is padding). Rank 0 compares each result with one process's gradient or weights
+on the same samples (the mean over every item: a sample, or a token that is not padding):
 
 * ``"pipeline"``: a 2-stage pipeline (rank 0 runs the first half of the layers, rank 1 the rest,
-  ``gradacc.parallel_stacks.pipeline_stage_module``) under ``torch.distributed.pipelining``'s schedules, each
+  ``gradacc.parallel.parallel_stacks.pipeline_stage_module``) under ``torch.distributed.pipelining``'s schedules, each
   ``step()`` splitting its batch into ``--n-microbatches`` (M) micro-batches, for the settings of
   ``PIPELINE_CASES``. Each: ``"max_abs_diff"`` and ``"norm_ratio"`` against the full-batch gradient of the same
   ``step()`` batches (those of the last optimizer step), ``"ema_diff"``: the difference from
@@ -27,7 +27,7 @@ the same samples (the mean over every item: a sample, or a token that is not pad
   ``len(CP_LENGTHS)`` micro-steps is split in two halves along the sequence, one per rank; DDP averages the ranks'
   gradients once per window. For the token counts of ``CP_CASES``: ``"count"`` (the divisor used), ``"norm_ratio"``,
   ``"max_abs_diff"``, ``"all_reduces"`` and ``"tokens_per_rank"``.
-* ``"fsdp"``: ``gradacc.parallel_stacks.fsdp_bf16_window`` on both ranks (each its own 4 micro-batches, the
+* ``"fsdp"``: ``gradacc.parallel.parallel_stacks.fsdp_bf16_window`` on both ranks (each its own 4 micro-batches, the
   ``extra`` layer used on the last only, or on those of the case's ``extra_on``) for the settings of ``FSDP_CASES``:
   ``"outcome"``, and for a run that finished, ``"diff_from_sync_each"`` (against the same placement and use synced on
   every micro-step) and ``"rel_diff_float32"`` (against one process's float32 gradient of both ranks' micro-batches).
@@ -55,10 +55,10 @@ from torch.distributed.elastic.multiprocessing.errors import record
 from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGPipe
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-from ..data import load_digits_tensors
-from ..distributed import AllReduceCounter
-from ..models import make_digits_model
-from ..parallel_stacks import (
+from ..foundations.data import load_digits_tensors
+from ..foundations.models import make_digits_model
+from ..parallel.distributed import AllReduceCounter
+from ..parallel.parallel_stacks import (
     MODEL,
     SEQ_LEN,
     GatedMLP,
@@ -461,6 +461,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    from gradacc.launch import exit_worker
+    from gradacc.foundations.launch import exit_worker
 
     exit_worker(main())

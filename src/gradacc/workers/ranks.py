@@ -12,7 +12,7 @@ this process stops every rank.
 Why not torchrun: its agent process imports torch. A check's launch of 2 ranks took 5.4 s of CPU under torchrun and
 4.4 s under this launcher, which imports only the standard library (the course's 2-core machine, loaded, 3 launches
 each, 2026-12-03), and grading one submission of exercise 07 launches 4 to 8 times (visible and hidden checks of 7.2
-and 7.3). Lessons launch with torchrun itself (``gradacc.launch.torchrun_command``): it is what they teach.
+and 7.3). Lessons launch with torchrun itself (``gradacc.foundations.launch.torchrun_command``): it is what they teach.
 """
 
 from __future__ import annotations

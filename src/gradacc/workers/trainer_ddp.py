@@ -1,6 +1,6 @@
 """Lesson 05's multi-process worker: the Transformers ``Trainer`` accumulating on 2 gloo processes.
 
-Started by torchrun, usually through ``gradacc.trainer.run_trainer_ddp``::
+Started by torchrun, usually through ``gradacc.frameworks.trainer.run_trainer_ddp``::
 
     torchrun --nnodes=1 --nproc-per-node=2 ... -m gradacc.workers.trainer_ddp --out result.json
 
@@ -55,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     from datasets import Dataset
     from transformers import DataCollatorForLanguageModeling
 
-    from ..trainer import (
+    from ..frameworks.trainer import (
         batch_gradients,
         family_split,
         first_step_probe,
@@ -122,6 +122,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    from gradacc.launch import exit_worker
+    from gradacc.foundations.launch import exit_worker
 
     exit_worker(main())

@@ -12,9 +12,9 @@ from collections.abc import Callable, Sequence
 import torch
 import torch.nn.functional as F
 
-from ...data import IGNORE_INDEX, build_vocab, docstring_corpus, encode, load_digits_tensors, pad_batch
+from ...foundations.data import IGNORE_INDEX, build_vocab, docstring_corpus, encode, load_digits_tensors, pad_batch
+from ...foundations.models import TinyLM, make_digits_model
 from ...i18n import _
-from ...models import TinyLM, make_digits_model
 from . import close, run_check
 
 __all__ = ["check_combine_means", "check_window_token_losses"]

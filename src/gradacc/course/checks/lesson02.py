@@ -1,7 +1,7 @@
 """Checks of lesson 02 (``02_pytorch``): one accumulation window, and an epoch loop with a short last window.
 
 Each check runs the learner's function on digits and models of its own (not the notebook's), compares with the
-full-batch update or with ``gradacc.accumulation.train_accumulated``, prints exactly one line
+full-batch update or with ``gradacc.foundations.accumulation.train_accumulated``, prints exactly one line
 (``Exercise 2.1: correct`` or ``Exercise 2.1: incorrect - <what is wrong>``) and returns ``None``.
 """
 
@@ -13,11 +13,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ...accumulation import max_abs_diff, train_accumulated
-from ...data import digits_loader, load_digits_tensors
-from ...graphs import SavedTensorMeter
+from ...foundations.accumulation import max_abs_diff, train_accumulated
+from ...foundations.data import digits_loader, load_digits_tensors
+from ...foundations.graphs import SavedTensorMeter
+from ...foundations.models import make_digits_model
 from ...i18n import _
-from ...models import make_digits_model
 from . import close, grouped, run_check
 
 __all__ = ["check_accumulation_window", "check_train_epoch"]
@@ -127,9 +127,9 @@ def check_train_epoch(train_epoch: Callable) -> None:
     One epoch over ``batches`` with one optimizer step per ``accum_steps`` micro-batches; a shorter last window still
     makes a step, divided by its own number of samples; the scheduler steps once per optimizer step; gradients are
     zeroed after each step; returns the mean loss of each window as floats. Compared with
-    ``gradacc.accumulation.train_accumulated`` on real digits (10 micro-batches with N = 4; 7 with N = 3 and a last
-    micro-batch of 5 samples; 10 with N = 4 whose short last window holds a full micro-batch of 16 beside one of 6;
-    N = 1).
+    ``gradacc.foundations.accumulation.train_accumulated`` on real digits (10 micro-batches with N = 4; 7 with N = 3 and
+    a last micro-batch of 5 samples; 10 with N = 4 whose short last window holds a full micro-batch of 16 beside one of
+    6; N = 1).
     """
 
     def body() -> str | None:

@@ -13,6 +13,7 @@ from collections.abc import Callable
 import torch
 import torch.nn.functional as F
 
+from ...foundations.models import make_digits_model
 from ...i18n import _
 from ...memory import (
     CATEGORIES,
@@ -25,7 +26,6 @@ from ...memory import (
     smallest_fitting_accum_steps,
     timeline_config,
 )
-from ...models import make_digits_model
 from . import close, run_check
 
 __all__ = [

@@ -6,10 +6,10 @@ from collections.abc import Callable
 
 import torch
 
-from ...accumulation import max_abs_diff, train_accumulated
-from ...data import digits_loader
+from ...foundations.accumulation import max_abs_diff, train_accumulated
+from ...foundations.data import digits_loader
+from ...foundations.models import make_digits_model
 from ...i18n import _
-from ...models import make_digits_model
 from . import close, run_check
 
 __all__ = ["check_train_epoch", "check_window_loss_scale", "reference_window_loss_scale"]
@@ -26,7 +26,7 @@ def _manual(accum_steps: int, micro_batch_size: int, n_samples: int, max_norm: f
 def _with_accelerate(train_epoch: Callable, accum_steps: int, micro_batch_size: int, n_samples: int, max_norm, seed):
     from accelerate import Accelerator
 
-    from ...accelerate import reset_accelerate_state
+    from ...frameworks.accelerate import reset_accelerate_state
 
     reset_accelerate_state()
     accelerator = Accelerator(gradient_accumulation_steps=accum_steps, cpu=True)
@@ -50,8 +50,8 @@ def check_train_epoch(train_epoch: Callable) -> None:
     The learner's loop must use ``accelerator.accumulate``, ``accelerator.backward`` and clip the accumulated gradient
     with ``accelerator.clip_grad_norm_`` on sync steps only (``max_norm=None``: no clipping). The check prepares its
     own digits models (hidden width 24, lr 0.2), loaders and Accelerators for several N, micro-batch sizes and clipping
-    thresholds and compares the final weights with ``gradacc.accumulation.train_accumulated`` (max |difference|
-    <= 1e-6). Prints one line.
+    thresholds and compares the final weights with ``gradacc.foundations.accumulation.train_accumulated`` (max
+    |difference| <= 1e-6). Prints one line.
     """
 
     def body() -> str | None:
@@ -88,7 +88,7 @@ def _train_with_scale(window_loss_scale: Callable, n_batches: int, accum_steps: 
     import torch.nn.functional as F
     from accelerate import Accelerator
 
-    from ...accelerate import reset_accelerate_state
+    from ...frameworks.accelerate import reset_accelerate_state
 
     reset_accelerate_state()
     accelerator = Accelerator(gradient_accumulation_steps=accum_steps, cpu=True)

@@ -37,7 +37,7 @@ def _lm_setup():
     from datasets import Dataset
     from transformers import DataCollatorForLanguageModeling
 
-    from ...trainer import family_split, train_wordlevel_tokenizer
+    from ...frameworks.trainer import family_split, train_wordlevel_tokenizer
 
     split = family_split(seed=1)
     tokenizer = train_wordlevel_tokenizer(split.train_texts[:200], vocab_size=300)
@@ -53,7 +53,7 @@ def _trainer_gradient_gap(compute_loss_func: Callable) -> float:
     """Max |Trainer's accumulated gradient (N=3, one sequence per micro-batch) - the single batch's sum of token
     losses divided by the ``num_items_in_batch`` Trainer passed|. transformers 5 passes the 19 predicted tokens, so the
     target is the single batch's mean-loss gradient."""
-    from ...trainer import batch_gradients, first_step_probe, tiny_causal_lm
+    from ...frameworks.trainer import batch_gradients, first_step_probe, tiny_causal_lm
 
     tokenizer, dataset, collator, sequences = _lm_setup()
 
@@ -117,7 +117,7 @@ def check_causal_lm_loss(causal_lm_loss: Callable) -> None:
 def _classifier_setup():
     from transformers import DataCollatorWithPadding
 
-    from ...trainer import encode_dataset, family_split, train_wordlevel_tokenizer
+    from ...frameworks.trainer import encode_dataset, family_split, train_wordlevel_tokenizer
 
     split = family_split(seed=2)
     tokenizer = train_wordlevel_tokenizer(split.train_texts, vocab_size=500)
@@ -126,7 +126,7 @@ def _classifier_setup():
 
 
 def _weights_after_one_step(make_trainer: Callable | None, micro_batch_size: int, accum_steps: int, seed: int):
-    from ...trainer import ProbeTrainer, probe_args, takes_loss_kwargs, tiny_bert_classifier
+    from ...frameworks.trainer import ProbeTrainer, probe_args, takes_loss_kwargs, tiny_bert_classifier
 
     tokenizer, dataset, collator = _classifier_setup()
     # forward takes **kwargs (as transformers 5's BERT does): a plain Trainer is N times off
@@ -167,7 +167,7 @@ def check_fixed_trainer(make_fixed_trainer: Callable) -> None:
     """
 
     def body() -> str | None:
-        from ...trainer import tiny_bert_classifier, update_ratio
+        from ...frameworks.trainer import tiny_bert_classifier, update_ratio
 
         tokenizer = _classifier_setup()[0]
         for micro, accum, seed in ((6, 4, 3), (8, 3, 4)):

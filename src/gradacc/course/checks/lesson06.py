@@ -2,7 +2,7 @@
 
 The check functions print and return ``None`` (a check cell shows only its line). The learner's functions are tested
 on inputs of the check's own (other layer sizes, other batch sizes, padding), not only on the notebook's, against
-``gradacc.jaxacc``'s reference: the full-batch gradient of the mean loss.
+``gradacc.frameworks.jaxacc``'s reference: the full-batch gradient of the mean loss.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ... import jaxacc
-from ...data import IGNORE_INDEX
+from ...foundations.data import IGNORE_INDEX
+from ...frameworks import jaxacc
 from ...i18n import _
 from . import close, run_check
 

@@ -24,11 +24,11 @@ from pathlib import Path
 
 import torch
 
-from ...accumulation import max_abs_diff, train_accumulated
-from ...distributed import rank_batches
+from ...foundations.accumulation import max_abs_diff, train_accumulated
+from ...foundations.launch import _worker_env, free_port, ranks_command, run_processes
+from ...foundations.models import make_digits_model
 from ...i18n import _
-from ...launch import _worker_env, free_port, ranks_command, run_processes
-from ...models import make_digits_model
+from ...parallel.distributed import rank_batches
 from . import run_check
 
 __all__ = [
@@ -212,7 +212,7 @@ def epoch_on_ranks(train_epoch_ddp: Callable, cases=_RANK_CASES, timeout: float 
 
     Raises:
         OSError: the function's source cannot be found (``learner_spec``).
-        gradacc.launch.WorkerError: the ranks failed or ran past ``timeout`` seconds.
+        gradacc.foundations.launch.WorkerError: the ranks failed or ran past ``timeout`` seconds.
     """
     world_sizes = {len(case["sizes"]) for case in cases}
     if len(world_sizes) != 1:
@@ -237,7 +237,7 @@ def epoch_on_ranks(train_epoch_ddp: Callable, cases=_RANK_CASES, timeout: float 
 def one_process_weights(case: dict) -> list[torch.Tensor]:
     """The weights after one process accumulates the same windows as ``epoch_on_ranks``'s ranks: window ``w`` holds
     micro-batches ``w*N .. (w+1)*N - 1`` of every rank, one step on their summed loss over all of their samples
-    (``gradacc.accumulation.train_accumulated``, one merged micro-batch per window)."""
+    (``gradacc.foundations.accumulation.train_accumulated``, one merged micro-batch per window)."""
     per_rank = [rank_batches(case["sizes"], rank) for rank in range(len(case["sizes"]))]
     n = case["accum_steps"]
     windows = []

@@ -15,11 +15,11 @@ from collections.abc import Callable, Sequence
 import torch
 from torch import nn
 
-from ...data import load_digits_tensors
-from ...graphs import SavedTensorMeter
+from ...foundations.data import load_digits_tensors
+from ...foundations.graphs import SavedTensorMeter
+from ...foundations.models import make_digits_model
+from ...foundations.pitfalls import info_nce_loss, two_views
 from ...i18n import _
-from ...models import make_digits_model
-from ...pitfalls import info_nce_loss, two_views
 from . import run_check
 
 __all__ = ["check_running_var", "check_grad_cache_gradient", "check_grad_cache_memory"]
@@ -142,8 +142,8 @@ def check_grad_cache_gradient(grad_cache_backward: Callable[..., float]) -> None
 def check_grad_cache_memory(grad_cache_backward: Callable[..., float]) -> None:
     """Exercise 8.3: while ``grad_cache_backward`` runs, about one chunk's activations are saved at a time.
 
-    Measures the peak bytes of tensors saved for backward (``gradacc.graphs.SavedTensorMeter``; parameters and
-    inputs excluded) during the learner's call and during one full-batch forward/backward of the same encoder (two
+    Measures the peak bytes of tensors saved for backward (``gradacc.foundations.graphs.SavedTensorMeter``; parameters
+    and inputs excluded) during the learner's call and during one full-batch forward/backward of the same encoder (two
     hidden layers of 256), for batches of 48 and 40 samples cut into 3 and 4 chunks. Passing needs a correct
     gradient (as in 8.2) and a peak of at most ``1.5 / accum_steps`` of the full-batch peak (one chunk's
     activations plus the small ``[B, D]`` embeddings and ``[B, B]`` similarities). Prints ``Exercise 8.3: correct``

@@ -7,8 +7,8 @@ optimizer step, all-gathers included (``reference_sync_plan`` is the answer). Ex
 for ``micro_step(model, batch, items, stats)``: forward and the summed loss / ``items``, returned for a
 ``backward()`` outside, with the loss (detached) summed into ``stats["loss_sum"]`` and a not-finite loss flagged in
 ``stats["nonfinite"]``, all without a graph break; the check counts graphs and breaks with
-``gradacc.compiled.count_graph_breaks``, runs the compiled loop (``run_micro_steps``) and compares the gradient with
-one big batch.
+``gradacc.parallel.compiled.count_graph_breaks``, runs the compiled loop (``run_micro_steps``) and compares the gradient
+with one big batch.
 """
 
 from __future__ import annotations
@@ -18,11 +18,11 @@ from collections.abc import Callable, Sequence
 
 import torch
 
-from ...accumulation import sum_cross_entropy
-from ...compiled import count_graph_breaks
-from ...data import load_digits_tensors
+from ...foundations.accumulation import sum_cross_entropy
+from ...foundations.data import load_digits_tensors
+from ...foundations.models import make_digits_model
 from ...i18n import _
-from ...models import make_digits_model
+from ...parallel.compiled import count_graph_breaks
 from . import run_check
 
 __all__ = ["SYNC_MODES", "reference_sync_plan", "check_sync_plan", "new_stats", "run_micro_steps", "check_micro_step"]
@@ -230,8 +230,8 @@ def _nonfinite_problem(micro_step: Callable) -> str | None:
 
 def check_micro_step(micro_step: Callable) -> None:
     """Exercise 9.2: ``micro_step(model, batch, items, stats) -> loss`` compiles to ONE graph with no break
-    (``gradacc.compiled.count_graph_breaks``) and, run compiled in ``run_micro_steps``'s loop, leaves one big batch's
-    gradient in ``.grad`` (1e-6), the window loss in ``stats["loss_sum"]`` (1e-5, without a graph) and
+    (``gradacc.parallel.compiled.count_graph_breaks``) and, run compiled in ``run_micro_steps``'s loop, leaves one big
+    batch's gradient in ``.grad`` (1e-6), the window loss in ``stats["loss_sum"]`` (1e-5, without a graph) and
     ``stats["nonfinite"]`` True exactly when a loss is not finite, on cases of its own. Prints ``Exercise 9.2:
     correct`` or what went wrong; returns ``None``.
     """

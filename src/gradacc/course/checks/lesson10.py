@@ -18,10 +18,10 @@ from collections.abc import Callable, Sequence
 
 import torch
 
-from ...accumulation import full_batch_gradients
-from ...data import load_digits_tensors
+from ...foundations.accumulation import full_batch_gradients
+from ...foundations.data import load_digits_tensors
+from ...foundations.models import make_digits_model
 from ...i18n import _
-from ...models import make_digits_model
 from ...stacks import probe_batches, probe_loss_sum, probe_model, probe_weights, right_weights, windows
 from . import run_check
 
@@ -202,7 +202,7 @@ def full_window_grads(
     sizes: Sequence[int], accum_steps: int, *, seed: int = 0, hidden: int = 32, start: int = 0
 ) -> list[list[torch.Tensor]]:
     """For each window of ``lightning_window_grads``' run, the gradient of the mean loss of its micro-batches taken
-    as one big batch (``gradacc.accumulation.full_batch_gradients``)."""
+    as one big batch (``gradacc.foundations.accumulation.full_batch_gradients``)."""
     model = make_digits_model(seed=seed, hidden=hidden)
     batches = _micro_batches(sizes, start)
     grads = []

@@ -16,10 +16,10 @@ from collections.abc import Callable, Sequence
 import torch
 import torch.nn.functional as F
 
-from ...accumulation import max_abs_diff
-from ...data import load_digits_tensors
+from ...foundations.accumulation import max_abs_diff
+from ...foundations.data import load_digits_tensors
+from ...foundations.models import make_digits_model
 from ...i18n import _
-from ...models import make_digits_model
 from . import run_check
 
 __all__ = [

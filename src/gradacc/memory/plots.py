@@ -1,8 +1,9 @@
 """The memory figures and sentences the lessons and the memory explorer share: a stacked breakdown per N
-(``plot_breakdown``), one step's timeline (``plot_timeline``), a figure as PNG bytes, MiB formatting, and the "fits /
-smallest N" sentence (``fits_summary``); lesson 09's per-rank peaks, lesson 11's pipeline window and lesson 10's weight
-of every micro-batch in its update, per stack (``plot_window_weights``). The memory explorer's own panels are drawn by
-``gradacc.explorer_draw``. Plain matplotlib (the Agg backend works everywhere, inline in every notebook front end).
+(``plot_breakdown``), one step's timeline (``plot_timeline``), a figure as PNG bytes, MiB formatting, the "fits /
+smallest N" sentence (``fits_summary``) and lesson 09's per-rank peaks (``plot_parallel_peaks``). The memory
+explorer's own panels are drawn by ``gradacc.memory.explorer_draw``; lesson 10's and 11's diagrams live with their
+lessons' helpers (``gradacc.stacks.plot_window_weights``, ``gradacc.parallel.parallel_stacks.plot_pipeline_window``).
+Plain matplotlib (the Agg backend works everywhere, inline in every notebook front end).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import io
 from collections.abc import Sequence
 from typing import Any
 
-from .memory import (
+from . import (
     CATEGORIES,
     StepMemory,
     StepTimeline,
@@ -27,8 +28,6 @@ __all__ = [
     "figure_png",
     "PARALLEL_COLORS",
     "plot_parallel_peaks",
-    "plot_pipeline_window",
-    "plot_window_weights",
 ]
 
 
@@ -88,12 +87,13 @@ def fits_summary(
 
     Returns:
         ``{"fits": bool, "smallest_accum_steps": int | None, "text": str}``; the text is one sentence, e.g.
-        ``"N = 8 (micro-batch 512): peak 19.6 MiB, fits in T4 (Colab's GPU): 15,360 MiB (14.7 GiB usable). Smallest N that fits: 1."``
+        ``"N = 8 (micro-batch 512): peak 19.6 MiB, fits in T4 (Colab's GPU): 15,360 MiB (14.7 GiB usable). Smallest N
+        that fits: 1."``
 
     Raises:
         ValueError: ``accum_steps`` not in ``peaks_mib``, or a non-positive capacity.
     """
-    from .memory import check_budget
+    from . import check_budget
 
     capacity = check_budget(capacity_mib)
     if accum_steps not in peaks_mib:
@@ -298,61 +298,3 @@ def plot_parallel_peaks(
     ax.set_ylabel(f"peak MiB per rank (W = {world_size})", fontsize=9)
     ax.plot([], [], "--", color="0.4", label="dashed: predicted")
     ax.legend(fontsize=9, loc="lower right", ncol=2)
-
-
-def plot_pipeline_window(ax, *, n_microbatches: int, step_calls: int, world_size: int, micro_batch_size: int) -> None:
-    """One optimizer step of a pipeline schedule with accumulation outside it (lesson 11): one row of boxes per
-    data-parallel rank, one box per micro-batch (``n_microbatches`` per ``step()``, ``step_calls`` calls), and at the
-    end of every ``step()`` the two things the schedule does there: divide ``.grad`` by M (``scale_grads=True``) and
-    let DDP all-reduce (the last micro-batch's backward). The title gives the effective batch size."""
-    width = n_microbatches * step_calls
-    for rank in range(world_size):
-        for k in range(width):
-            call = k // n_microbatches
-            ax.add_patch(_box((k + 0.08 + 0.3 * call, rank + 0.15), 0.84, 0.7, ("#4c72b0", "#55a868")[call % 2]))
-            ax.text(k + 0.5 + 0.3 * call, rank + 0.5, f"{micro_batch_size}", ha="center", va="center", fontsize=9,
-                    color="white")  # fmt: skip
-    for call in range(step_calls):
-        x = (call + 1) * n_microbatches + 0.3 * call + 0.04
-        ax.axvline(x, color="#c44e52", lw=1.5, ls="--")
-        last = call == step_calls - 1
-        ax.text(x - 0.1, world_size + 0.05, "÷M, all-reduce" + (", optimizer.step()" if last else ""),
-                ha="right", va="bottom", fontsize=9, color="#c44e52")  # fmt: skip
-    ax.set_xlim(0, width + 0.3 * step_calls)
-    ax.set_ylim(0, world_size + 0.45)
-    ax.set_yticks([r + 0.5 for r in range(world_size)], [f"rank {r}" for r in range(world_size)], fontsize=9)
-    ax.set_xticks([])
-    ax.set_xlabel(f"micro-batches in time order: {step_calls} step() calls of M = {n_microbatches}", fontsize=9)
-    total = micro_batch_size * n_microbatches * step_calls * world_size
-    ax.set_title(f"effective batch = {micro_batch_size} x {n_microbatches} x {step_calls} x {world_size} = {total} "
-                 "samples (micro-batch x M x step() calls x ranks)", fontsize=9)  # fmt: skip
-    for side in ("top", "right"):
-        ax.spines[side].set_visible(False)
-
-
-def _box(xy: tuple[float, float], width: float, height: float, color: str):
-    from matplotlib.patches import Rectangle
-
-    return Rectangle(xy, width, height, color=color)
-
-
-def plot_window_weights(
-    ax, item_counts: Sequence[int], accum_steps: int, weights: dict[str, Sequence[float]], right: Sequence[float]
-) -> None:
-    """Lesson 10's diagram: one group of bars per micro-batch, one bar per stack (``weights``: stack -> the weight each
-    micro-batch got in its update, from ``gradacc.stacks``' weight probe), the right weight (``right``: its items over
-    its window's items) as a black tick over each group, and a dotted line between accumulation windows."""
-    stacks = list(weights)
-    width = 0.8 / len(stacks)
-    palette = ["#4c72b0", "#dd8452", "#55a868", "#8172b3", "#c44e52"]
-    for i, (stack, values) in enumerate(weights.items()):
-        xs = [k - 0.4 + width * (i + 0.5) for k in range(len(values))]
-        ax.bar(xs, values, width=width, color=palette[i % len(palette)], label=stack)
-    ax.plot(range(len(right)), right, "_", color="black", ms=22, mew=2, label="right: its items / window's items")
-    for start in range(accum_steps, len(item_counts), accum_steps):
-        ax.axvline(start - 0.5, color="0.4", lw=1, ls=":")
-    ax.set_xticks(range(len(item_counts)), [f"{k + 1}\n({n} items)" for k, n in enumerate(item_counts)], fontsize=9)
-    ax.set_xlabel(f"micro-batch (N = {accum_steps}; dotted: window boundary)", fontsize=9)
-    ax.set_ylabel("weight in its update", fontsize=9)
-    ax.set_ylim(0, 1.15 * max(max(right), *(max(v) for v in weights.values())))
-    ax.legend(fontsize=9, loc="upper left", ncol=2)

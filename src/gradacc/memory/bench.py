@@ -1,4 +1,4 @@
-"""``gradacc bench``: memory and time of one optimizer step against accumulation steps, five implementations side by side.
+"""``gradacc bench``: memory and time of one optimizer step against accumulation steps, five implementations.
 
 At a fixed effective batch, for each N: the peak memory (MiB), the activation memory (MiB) and the seconds per
 effective batch (one optimizer step of N micro-steps) of
@@ -6,27 +6,27 @@ effective batch (one optimizer step of N micro-steps) of
 1. ``pytorch``: the plain PyTorch loop (``gradacc.memory.measure_step``; memory from the CUDA allocator on a GPU, from
    PyTorch's memory tracker on CPU);
 2. ``accelerate``: Hugging Face Accelerate, ``Accelerator(gradient_accumulation_steps=N)`` and ``accumulate()``;
-3. ``jax_scan``: JAX, ``jax.lax.scan`` over the micro-batches inside one jitted step (``gradacc.jaxacc``);
+3. ``jax_scan``: JAX, ``jax.lax.scan`` over the micro-batches inside one jitted step (``gradacc.frameworks.jaxacc``);
 4. ``jax_loop``: JAX, a Python loop over the micro-batches inside the jitted step (unrolled by the compiler);
 5. ``optax_multisteps``: ``optax.MultiSteps``, one jitted call per micro-batch.
 
-JAX memory is XLA's compiled memory analysis (argument + output - alias + temp, ``gradacc.memory.jax_memory_analysis``);
-its "activations" are XLA's temporary buffers, a lower bound: XLA also uses the output buffers (the new parameters and
-optimizer state) as scratch, so at small micro-batches the temporaries can be 0 while activations still exist. All five use
-the lesson's default setup (``gradacc.memory.StepConfig()``): the digits MLP 64-512-512-512-512-10, Adam, fp32,
-effective batch 4096 real digits drawn with replacement.
+JAX memory is XLA's compiled memory analysis (argument + output - alias + temp,
+``gradacc.memory.jax_memory_analysis``); its "activations" are XLA's temporary buffers, a lower bound: XLA also uses
+the output buffers (the new parameters and optimizer state) as scratch, so at small micro-batches the temporaries can
+be 0 while activations still exist. All five use the lesson's default setup (``gradacc.memory.StepConfig()``): the
+digits MLP 64-512-512-512-512-10, Adam, fp32, effective batch 4096 real digits drawn with replacement.
 
 It prints a table with ratios against N = 1, checks the course's targets (reported, not asserted), writes the rows to
 ``--json PATH``, the plot to ``--plot PATH`` and the PyTorch step's memory timeline per N (``gradacc.memory.timeline``)
 to ``--timeline PATH``. ``--short`` runs a reduced version for CI. On a CPU it uses one
 PyTorch thread, as lesson 03 does (``--threads``).
 
-``--fsdp`` adds lesson 09's rows: one rank's peak memory on 2 gloo ranks (``gradacc.sharded.run_fsdp_window``, PyTorch's
-FSDP2 memory tracker) for DDP and FSDP2 with the gradient sync on every micro-step or at the boundary, N = 1..8, each
-with its ratio against DDP at the same N (``fsdp_rows``, ``format_fsdp_table``).
+``--fsdp`` adds lesson 09's rows: one rank's peak memory on 2 gloo ranks (``gradacc.parallel.sharded.run_fsdp_window``,
+PyTorch's FSDP2 memory tracker) for DDP and FSDP2 with the gradient sync on every micro-step or at the boundary,
+N = 1..8, each with its ratio against DDP at the same N (``fsdp_rows``).
 
-``load_reference()`` returns the full run that lesson 03 shows (``gradacc/bench_reference.json``, written by
-``make bench-reference``); ``tests/test_bench.py`` re-measures its memory columns so it cannot go stale.
+This module runs the benchmark; ``gradacc.memory.bench_report`` reads a run back (the targets, the tables, the plot,
+and ``load_reference()``: the full run lesson 03 shows).
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from .memory import (
+from . import (
     StepConfig,
     StepMemory,
     check_divisible,
@@ -54,33 +54,16 @@ from .memory import (
     measure_run,
     timeline_config,
 )
+from .bench_report import IMPLS, check_targets, format_fsdp_table, format_table, plot_rows
 
 __all__ = [
-    "IMPLS",
-    "ROW_FIELDS",
     "FULL",
     "SHORT",
     "run_benchmark",
-    "check_targets",
-    "format_table",
-    "plot_rows",
-    "load_reference",
     "FSDP_SETUP",
     "fsdp_rows",
-    "format_fsdp_table",
     "add_cli",
 ]
-
-IMPLS: tuple[str, ...] = ("pytorch", "accelerate", "jax_scan", "jax_loop", "optax_multisteps")
-ROW_FIELDS: tuple[str, ...] = (
-    "impl",
-    "accum_steps",
-    "micro_batch_size",
-    "peak_mib",
-    "activations_mib",
-    "seconds_per_effective_batch",
-)
-"""The fields of every row (``--json`` writes them; rows may carry more, e.g. ``method``)."""
 
 FULL: dict[str, Any] = {"config": StepConfig(), "accum_steps": (1, 2, 4, 8, 16), "repeats": 3}
 """The full benchmark: the lesson's default setup, N = 1..16, the median of 3 timed steps."""
@@ -118,7 +101,7 @@ def _pytorch_row(config: StepConfig, n: int, repeats: int) -> dict:
 def _accelerate_row(config: StepConfig, n: int, repeats: int) -> dict:
     from accelerate import Accelerator
 
-    from .accelerate import reset_accelerate_state
+    from ..frameworks.accelerate import reset_accelerate_state
 
     micro = check_divisible(config.effective_batch_size, n)
     reset_accelerate_state()  # Accelerate's state is process-wide: a fresh one for every N
@@ -154,7 +137,7 @@ def _jax_setup(config: StepConfig):
     import jax.numpy as jnp
     import numpy as np
 
-    from .jaxacc import params_from_torch
+    from ..frameworks.jaxacc import params_from_torch
 
     if config.arch != "mlp" or config.precision != "fp32" or config.optimizer != "adam" or config.checkpoint:
         raise ValueError(f"the JAX rows support the fp32 Adam MLP without checkpointing, got {config.label()}")
@@ -167,7 +150,7 @@ def _jax_rows(config: StepConfig, n: int, repeats: int, impls: Sequence[str]) ->
     import jax
     import optax
 
-    from .jaxacc import make_micro_step, make_train_step, multisteps
+    from ..frameworks.jaxacc import make_micro_step, make_train_step, multisteps
 
     micro = check_divisible(config.effective_batch_size, n)
     params, x, y = _jax_setup(config)
@@ -294,7 +277,7 @@ def fsdp_rows(result: dict[str, Any] | None = None, *, progress: bool = False) -
         WorkerError: the launch failed.
     """
     if result is None:
-        from .sharded import run_fsdp_window
+        from ..parallel.sharded import run_fsdp_window
 
         s = FSDP_SETUP
         result = run_fsdp_window(hidden=s["hidden"], depth=s["depth"], memory_steps=s["accum_steps"],
@@ -318,128 +301,12 @@ def fsdp_rows(result: dict[str, Any] | None = None, *, progress: bool = False) -
     ]
 
 
-def format_fsdp_table(rows: Sequence[dict]) -> str:
-    """A text table of ``fsdp_rows``: one rank's peak and its ratio against DDP at the same N."""
-    head = f"{'impl (2 ranks)':18s} {'N':>3s} {'micro':>6s} {'peak MiB/rank':>13s} {'x DDP':>6s}"
-    lines = [head, "-" * len(head)]
-    for r in rows:
-        lines.append(
-            f"{r['impl']:18s} {r['accum_steps']:3d} {r['micro_batch_size']:6d} {r['peak_mib']:13.2f} {r['x_ddp']:6.2f}"
-        )
-    return "\n".join(lines)
-
-
 def _load_average() -> float | None:
     """The 1-minute load average (other processes competing for the CPU inflate every time measured here)."""
     try:
         return round(os.getloadavg()[0], 2)
     except (AttributeError, OSError):
         return None
-
-
-def _get(rows: Sequence[dict], impl: str, n: int) -> dict | None:
-    return next((r for r in rows if r["impl"] == impl and r["accum_steps"] == n), None)
-
-
-def check_targets(rows: Sequence[dict]) -> list[dict]:
-    """The course's targets, evaluated on ``rows`` (those whose N values were not run are reported as not checked).
-
-    * PyTorch: activations at N = 8 <= 1.25 x (activations at N = 1) / 8;
-    * PyTorch: peak at N = 8 <= 0.6 x peak at N = 1;
-    * PyTorch: seconds per effective batch at N = 8 <= 1.3 x N = 1;
-    * JAX lax.scan: memory at N = 16 <= 0.5 x N = 1.
-
-    Returns:
-        ``[{"target", "value", "limit", "met"}]``: ``value`` is the measured ratio, ``limit`` the largest allowed,
-        ``met`` ``True``/``False``, or ``None`` when the rows lack the N values.
-    """
-    specs = [
-        ("pytorch activations N=8 / (N=1 / 8)", "pytorch", 8, "activations_mib", 1.25, 8.0),
-        ("pytorch peak N=8 / N=1", "pytorch", 8, "peak_mib", 0.6, 1.0),
-        ("pytorch seconds per effective batch N=8 / N=1", "pytorch", 8, "seconds_per_effective_batch", 1.3, 1.0),
-        ("jax_scan memory N=16 / N=1", "jax_scan", 16, "peak_mib", 0.5, 1.0),
-    ]
-    out = []
-    for name, impl, n, key, limit, factor in specs:
-        base, other = _get(rows, impl, 1), _get(rows, impl, n)
-        if base is None or other is None or not base[key]:
-            out.append({"target": name, "value": None, "limit": limit, "met": None})
-            continue
-        ratio = factor * other[key] / base[key]
-        out.append({"target": name, "value": round(ratio, 4), "limit": limit, "met": bool(ratio <= limit)})
-    return out
-
-
-def format_table(rows: Sequence[dict]) -> str:
-    """A text table of the rows with ratios against N = 1 of the same implementation."""
-    head = (
-        f"{'impl':18s} {'N':>3s} {'micro':>6s} {'peak MiB':>9s} {'x N=1':>6s} {'act MiB':>8s} {'x N=1':>6s} "
-        f"{'s/eff.batch':>11s} {'x N=1':>6s}"
-    )
-    lines = [head, "-" * len(head)]
-    for r in rows:
-        base = _get(rows, r["impl"], 1) or r
-
-        def ratio(key: str, r=r, base=base) -> str:
-            return f"{r[key] / base[key]:6.2f}" if base[key] else f"{'-':>6s}"
-
-        lines.append(
-            f"{r['impl']:18s} {r['accum_steps']:3d} {r['micro_batch_size']:6d} {r['peak_mib']:9.1f} "
-            f"{ratio('peak_mib')} {r['activations_mib']:8.1f} {ratio('activations_mib')} "
-            f"{r['seconds_per_effective_batch']:11.4f} {ratio('seconds_per_effective_batch')}"
-        )
-    return "\n".join(lines)
-
-
-_STYLES: dict[str, dict[str, Any]] = {
-    "pytorch": {"marker": "o", "linestyle": "-", "linewidth": 3, "markersize": 8},
-    "accelerate": {"marker": "o", "linestyle": "--", "linewidth": 1.5, "markersize": 5, "markerfacecolor": "white"},
-    "jax_scan": {"marker": "s", "linestyle": "-", "linewidth": 1.5, "markersize": 5},
-    "jax_loop": {"marker": "^", "linestyle": "-.", "linewidth": 1.5, "markersize": 6},
-    "optax_multisteps": {"marker": "D", "linestyle": ":", "linewidth": 2, "markersize": 5},
-}
-
-
-def plot_rows(rows: Sequence[dict], path: str | Path | None = None, title: str = "") -> Any:
-    """Peak memory and seconds per effective batch against N, one line per implementation.
-
-    Returns the matplotlib ``Figure`` (no pyplot); with ``path``, also saves it there as PNG (dpi 100).
-    """
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=(8, 3.6), dpi=100, layout="constrained")
-    mem_ax, time_ax = fig.subplots(1, 2)
-    for impl in IMPLS:
-        mine = sorted((r for r in rows if r["impl"] == impl), key=lambda r: r["accum_steps"])
-        if not mine:
-            continue
-        ns = [r["accum_steps"] for r in mine]
-        style = _STYLES[impl]  # pytorch and accelerate coincide in memory: a hollow marker and a dashed line show both
-        mem_ax.plot(ns, [r["peak_mib"] for r in mine], label=impl, **style)
-        time_ax.plot(ns, [r["seconds_per_effective_batch"] for r in mine], label=impl, **style)
-    all_ns = sorted({r["accum_steps"] for r in rows})
-    for ax, label in ((mem_ax, "peak memory (MiB)"), (time_ax, "seconds per effective batch")):
-        ax.set_xscale("log", base=2)
-        ax.set_xticks(all_ns)
-        ax.set_xticklabels([str(n) for n in all_ns])
-        ax.minorticks_off()
-        ax.set_xlabel("accumulation steps N")
-        ax.set_ylabel(label)
-        ax.set_ylim(bottom=0)
-    fig.legend(*mem_ax.get_legend_handles_labels(), loc="outside lower center", ncols=len(IMPLS), fontsize=9)
-    if title:
-        fig.suptitle(title, fontsize=10)
-    if path is not None:
-        fig.savefig(path, format="png", dpi=100)
-    return fig
-
-
-def load_reference() -> dict[str, Any]:
-    """The full benchmark run shipped with the course (``{"setup", "rows", "targets"}``, as ``run_benchmark``): one run
-    of ``gradacc bench --json`` on the course's 2-core CPU machine, times included (those are that machine's)."""
-    from importlib import resources
-
-    return json.loads(resources.files("gradacc").joinpath("bench_reference.json").read_text(encoding="utf-8"))
 
 
 def _cmd_bench(args: argparse.Namespace) -> int:

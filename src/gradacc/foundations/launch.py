@@ -179,7 +179,7 @@ def _wait(proc: subprocess.Popen, timeout: float, label: str | None) -> tuple[st
                 bar.refresh()
 
 
-def exit_worker(code: int) -> NoReturn:
+def exit_worker(code: int | None) -> NoReturn:
     """End a worker process that used gloo: flush stdout and stderr, then ``os._exit(code)``, without finalizing Python.
 
     Workaround for a PyTorch bug (torch 2.13, gloo): after ``destroy_process_group()`` the group's worker threads can
@@ -189,11 +189,13 @@ def exit_worker(code: int) -> NoReturn:
     ``run_ddp_lesson`` on 2 busy cores. ``tests/test_distributed.py`` pins the bug (the process still aborts when a
     gloo thread needs the GIL at exit); PyTorch's attempted fix was an atexit ``destroy_process_group``
     (pytorch/pytorch#179291, abandoned). Call it only after the results are written and the group destroyed.
+    ``None`` exits with 0: a ``main`` wrapped in torch's ``record`` returns it for ``SystemExit(0)`` (``--help``;
+    ``torch/distributed/elastic/multiprocessing/errors/__init__.py:368`` @ torch 2.13).
     """
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(Exception):
             stream.flush()
-    os._exit(code)
+    os._exit(0 if code is None else code)
 
 
 def _worker_env(processes: int = 1) -> dict[str, str]:

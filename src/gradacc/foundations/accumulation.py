@@ -135,7 +135,7 @@ def train_accumulated(
         One dict per optimizer step, as returned by ``accumulation_step``, plus ``"optimizer_step"`` (1-based).
 
     Raises:
-        ValueError: bad ``accum_steps`` (see ``gradacc.data.check_accum_steps``) or a bad micro-batch.
+        ValueError: bad ``accum_steps`` (see ``gradacc.foundations.data.check_accum_steps``) or a bad micro-batch.
     """
     check_accum_steps(accum_steps)
     iterator: Iterable[Batch] = batches

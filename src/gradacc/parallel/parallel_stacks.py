@@ -14,6 +14,7 @@ and by what, and when it syncs, measured on the installed torch and jax.
 * ``source_line``: where a library does something, read from its installed source (file and line).
 * ``cudagraph_accumulation_check``: the check a learner runs on a CUDA GPU for ``torch.compile``'s CUDA graphs and
   accumulated ``.grad`` (nothing to see on a CPU: CUDA graphs are CUDA only).
+* ``plot_pipeline_window``: the lesson's diagram of one optimizer step of a pipeline schedule over data-parallel ranks.
 """
 
 from __future__ import annotations
@@ -29,10 +30,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .data import load_digits_tensors
-from .distributed import effective_batch_size, run_jax_worker, single_process_group
-from .launch import run_torchrun_json
-from .models import make_digits_model
+from ..foundations.data import load_digits_tensors
+from ..foundations.launch import run_torchrun_json
+from ..foundations.models import make_digits_model
+from .distributed import effective_batch_size, single_process_group
+from .runs import run_jax_worker
 
 __all__ = [
     "MODEL",
@@ -47,6 +49,7 @@ __all__ = [
     "fsdp_bf16_window",
     "source_line",
     "cudagraph_accumulation_check",
+    "plot_pipeline_window",
 ]
 
 SEQ_LEN = 6
@@ -161,8 +164,8 @@ def run_jax_sharding(
     *, devices: int = 4, micro_batch_size: int = 8, accum_steps: int = 4, hidden: int = 32, timeout: float = 180.0,
     progress: bool = False,
 ) -> dict[str, Any]:  # fmt: skip
-    """The three accumulations of ``gradacc.jax_sharding`` compiled and run on ``devices`` JAX CPU devices in a fresh
-    process (``gradacc.workers.jax_sharding``: the keys of the result), plus ``"launcher_s"``.
+    """The three accumulations of ``gradacc.parallel.jax_sharding`` compiled and run on ``devices`` JAX CPU devices in a
+    fresh process (``gradacc.workers.jax_sharding``: the keys of the result), plus ``"launcher_s"``.
 
     Raises:
         ValueError: bad sizes (``effective_batch_size``).
@@ -329,3 +332,39 @@ def cudagraph_accumulation_check(
     except RuntimeError as exc:
         result.update(compiled_bias_grad=None, error=str(exc).strip().splitlines()[0])
     return result
+
+
+def plot_pipeline_window(ax, *, n_microbatches: int, step_calls: int, world_size: int, micro_batch_size: int) -> None:
+    """One optimizer step of a pipeline schedule with accumulation outside it (lesson 11): one row of boxes per
+    data-parallel rank, one box per micro-batch (``n_microbatches`` per ``step()``, ``step_calls`` calls), and at the
+    end of every ``step()`` the two things the schedule does there: divide ``.grad`` by M (``scale_grads=True``) and
+    let DDP all-reduce (the last micro-batch's backward). The title gives the effective batch size."""
+    width = n_microbatches * step_calls
+    for rank in range(world_size):
+        for k in range(width):
+            call = k // n_microbatches
+            ax.add_patch(_box((k + 0.08 + 0.3 * call, rank + 0.15), 0.84, 0.7, ("#4c72b0", "#55a868")[call % 2]))
+            ax.text(k + 0.5 + 0.3 * call, rank + 0.5, f"{micro_batch_size}", ha="center", va="center", fontsize=9,
+                    color="white")  # fmt: skip
+    for call in range(step_calls):
+        x = (call + 1) * n_microbatches + 0.3 * call + 0.04
+        ax.axvline(x, color="#c44e52", lw=1.5, ls="--")
+        last = call == step_calls - 1
+        ax.text(x - 0.1, world_size + 0.05, "÷M, all-reduce" + (", optimizer.step()" if last else ""),
+                ha="right", va="bottom", fontsize=9, color="#c44e52")  # fmt: skip
+    ax.set_xlim(0, width + 0.3 * step_calls)
+    ax.set_ylim(0, world_size + 0.45)
+    ax.set_yticks([r + 0.5 for r in range(world_size)], [f"rank {r}" for r in range(world_size)], fontsize=9)
+    ax.set_xticks([])
+    ax.set_xlabel(f"micro-batches in time order: {step_calls} step() calls of M = {n_microbatches}", fontsize=9)
+    total = micro_batch_size * n_microbatches * step_calls * world_size
+    ax.set_title(f"effective batch = {micro_batch_size} x {n_microbatches} x {step_calls} x {world_size} = {total} "
+                 "samples (micro-batch x M x step() calls x ranks)", fontsize=9)  # fmt: skip
+    for side in ("top", "right"):
+        ax.spines[side].set_visible(False)
+
+
+def _box(xy: tuple[float, float], width: float, height: float, color: str):
+    from matplotlib.patches import Rectangle
+
+    return Rectangle(xy, width, height, color=color)

@@ -4,7 +4,8 @@
 * ``count_graph_breaks``: the graphs Dynamo compiles for one call of a function, and every graph break, in order.
 * ``count_recompiles``: the graphs Dynamo compiles over many calls (recompilations), and whether it gave up.
 * ``compare_eager_compiled``: one optimizer step of accumulation on the digits, eagerly and with a compiled
-  forward + loss (``gradacc.accumulation.sum_cross_entropy``); the weights of both, their difference and timings.
+  forward + loss (``gradacc.foundations.accumulation.sum_cross_entropy``); the weights of both, their difference and
+  timings.
 
 Measured on torch 2.13 (CPU), default Dynamo settings:
 
@@ -43,9 +44,9 @@ from typing import Any, TypedDict
 import torch
 from torch import nn
 
-from .accumulation import Batch, accumulation_step, sum_cross_entropy
-from .data import load_digits_tensors
-from .models import make_digits_model
+from ..foundations.accumulation import Batch, accumulation_step, sum_cross_entropy
+from ..foundations.data import load_digits_tensors
+from ..foundations.models import make_digits_model
 
 __all__ = [
     "TOLERANCE",
@@ -283,10 +284,11 @@ def compare_eager_compiled(
     """One optimizer step of accumulation, eagerly and with ``torch.compile(sum_cross_entropy)``, from equal weights.
 
     Both runs use ``make_digits_model(seed=0, hidden=64, depth=2)`` (float32, CPU), plain SGD and the first
-    ``accum_steps x micro_batch_size`` digits split in order, through ``gradacc.accumulation.accumulation_step``:
-    only forward + loss is compiled; ``backward`` (whose graph AOTAutograd compiles too), the on-device loss sum and
-    ``optimizer.step()`` stay outside. Weights are compared after the first optimizer step; then ``timed_steps`` more
-    steps on the same window time each loop. Dynamo's caches are reset before and after.
+    ``accum_steps x micro_batch_size`` digits split in order, through
+    ``gradacc.foundations.accumulation.accumulation_step``: only forward + loss is compiled; ``backward`` (whose graph
+    AOTAutograd compiles too), the on-device loss sum and ``optimizer.step()`` stay outside. Weights are compared after
+    the first optimizer step; then ``timed_steps`` more steps on the same window time each loop. Dynamo's caches are
+    reset before and after.
 
     Args:
         accum_steps: micro-batches per optimizer step (N), >= 1.

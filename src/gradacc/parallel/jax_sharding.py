@@ -1,9 +1,10 @@
 """Accumulation under JAX's automatic sharding (lesson 11, issue 32): three ways to accumulate a batch sharded over a
 1-D mesh of devices (axis ``"data"``), and what XLA compiles each into.
 
-* ``accumulate_contiguous``: ``jax.jit`` of lesson 06's ``lax.scan`` (``gradacc.jaxacc.accumulate_grads_scan``) on
-  the sharded batch. Its micro-batches are contiguous rows, so each one lives on ONE device; XLA's partitioner
-  gathers the batch and every device computes every micro-batch (no data parallelism at all).
+* ``accumulate_contiguous``: ``jax.jit`` of lesson 06's ``lax.scan``
+  (``gradacc.frameworks.jaxacc.accumulate_grads_scan``) on the sharded batch. Its micro-batches are contiguous rows, so
+  each one lives on ONE device; XLA's partitioner gathers the batch and every device computes every micro-batch (no data
+  parallelism at all).
 * ``accumulate_strided``: the same scan over a strided split (micro-batch ``k`` holds rows ``k, k + N, k + 2N...``),
   so every micro-batch is spread over all devices. Each micro-step is data-parallel, and XLA puts the gradient
   all-reduce INSIDE the loop: one per micro-batch (AI-Hypercomputer/maxtext PR #5099 found this in MaxText's engine).
@@ -15,8 +16,8 @@ compiles the three on the devices of the running process; the worker ``gradacc.w
 devices (``XLA_FLAGS=--xla_force_host_platform_device_count=4``), and ``compiled_collectives`` counts their
 collectives on this process's own devices (a learner's GPUs or TPU cores: where XLA puts the all-reduce depends on
 the backend's compiler, and XLA's GPU compiler runs ``WhileLoopAllReduceCodeMotion``, which the CPU counts do not
-show). Parameters and batches are lesson 06's (``gradacc.jaxacc.Params``; ``x [B, 64]`` float32, ``y [B]`` int
-labels).
+show). Parameters and batches are lesson 06's (``gradacc.frameworks.jaxacc.Params``; ``x [B, 64]`` float32, ``y [B]``
+int labels).
 """
 
 from __future__ import annotations
@@ -30,8 +31,15 @@ import jax.numpy as jnp
 from jax.sharding import AxisType, Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
+from ..frameworks.jaxacc import (
+    Params,
+    accumulate_grads_scan,
+    count_items,
+    digits_arrays,
+    params_from_torch,
+    sum_cross_entropy,
+)
 from .hlo import collective_counts
-from .jaxacc import Params, accumulate_grads_scan, count_items, digits_arrays, params_from_torch, sum_cross_entropy
 
 __all__ = [
     "data_mesh",
@@ -131,14 +139,14 @@ def compiled_collectives(
     devices: int | None = None, *, micro_batch_size: int = 8, accum_steps: int = 4, hidden: int = 32
 ) -> dict[str, dict[str, dict]]:
     """Compile the three accumulations on this process's own devices (default: all of them) and count the
-    collectives of each compiled program (``gradacc.hlo.collective_counts``: ``{"all-reduce": {"instructions",
+    collectives of each compiled program (``gradacc.parallel.hlo.collective_counts``: ``{"all-reduce": {"instructions",
     "in_loop", "per_call", "shapes"}, ...}``), on lesson 11's digits MLP and ``micro_batch_size x accum_steps x
     devices`` digits. Nothing runs: only the compiled text is read.
 
     Raises:
         ValueError: ``devices`` < 1 or more than this process sees, or more digits than the 1,797 there are.
     """
-    from .models import make_digits_model
+    from ..foundations.models import make_digits_model
 
     devices = len(jax.devices()) if devices is None else devices
     if not 1 <= devices <= len(jax.devices()):

@@ -1,7 +1,7 @@
 """The offline text task of lesson 05: which family of standard-library modules a docstring comes from
 (``MODULE_FAMILIES``; 4 classes), a ``tokenizers`` WordLevel tokenizer trained here, in-memory ``datasets.Dataset``
 objects, and tiny BERT / Llama models built from configs (random initial weights from a seed, no download).
-``gradacc.trainer`` re-exports all of it, next to the Trainer probes.
+``gradacc.frameworks.trainer`` re-exports all of it, next to the Trainer probes.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .data import docstring_corpus
+from ..foundations.data import docstring_corpus
 
 __all__ = [
     "MODULE_FAMILIES",
@@ -88,8 +88,8 @@ MODULE_FAMILIES: dict[str, tuple[str, ...]] = {
     ),
 }
 """Class label -> standard-library modules whose docstrings belong to it. Every module of
-``gradacc.data.DOCSTRING_MODULES`` is in exactly one family; on Python 3.11 the four classes hold about 190-200
-docstrings each (the exact counts depend on the Python version)."""
+``gradacc.foundations.data.DOCSTRING_MODULES`` is in exactly one family; on Python 3.11 the four classes hold about
+190-200 docstrings each (the exact counts depend on the Python version)."""
 
 FAMILY_NAMES: tuple[str, ...] = tuple(MODULE_FAMILIES)
 """Label names in label-id order (``0 = "code"``, ...)."""
@@ -106,7 +106,7 @@ def family_of(module: str) -> str:
     try:
         return _FAMILY_OF[module]
     except KeyError:
-        raise ValueError(f"module {module!r} is in no family; add it to gradacc.trainer.MODULE_FAMILIES") from None
+        raise ValueError(f"module {module!r} is in no family; add it to {__name__}.MODULE_FAMILIES") from None
 
 
 @dataclass
@@ -126,7 +126,7 @@ def family_split(eval_fraction: float = 0.2, seed: int = 0, min_words: int = 5) 
     Args:
         eval_fraction: share of the docstrings held out for evaluation (0 < eval_fraction < 1).
         seed: seeds the split (``sklearn.model_selection.train_test_split``, stratified by label).
-        min_words: passed to ``gradacc.data.docstring_corpus``.
+        min_words: passed to ``gradacc.foundations.data.docstring_corpus``.
 
     Raises:
         ValueError: ``eval_fraction`` outside (0, 1), or a corpus module missing from ``MODULE_FAMILIES``.

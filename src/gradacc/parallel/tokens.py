@@ -1,5 +1,5 @@
 """Real text with chosen numbers of label tokens per sequence, micro-batch and rank: the token-weighting windows of
-lesson 07 (``gradacc.distributed`` re-exports them), built from standard-library docstrings so nothing is downloaded.
+lesson 07 (its notebook and ``gradacc.workers.ddp``), built from standard-library docstrings so nothing is downloaded.
 """
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from .data import build_vocab, encode, function_docstring, pad_batch, tokenize
+from ..foundations.data import build_vocab, encode, function_docstring, pad_batch, tokenize
 
 __all__ = ["TOKEN_LABEL_COUNTS", "token_vocab_size", "token_windows"]
 
@@ -17,7 +17,8 @@ TOKEN_LABEL_COUNTS: tuple[tuple[tuple[int, ...], ...], ...] = (((2,), (1, 2)), (
 with 2 and 1 + 2 = 3 tokens (5 in its window), rank 1 holds 4 + 3 = 7 and 8 (15 in its window); 20 in all."""
 
 
-# Docstrings of the shipped corpus (gradacc/docstrings.json, read on Python 3.11): the same text on every interpreter.
+# Docstrings of the shipped corpus (gradacc/foundations/docstrings.json, read on Python 3.11): the same text on every
+# interpreter.
 _TOKEN_SOURCES = (
     "textwrap.dedent",
     "json.dumps",
@@ -53,7 +54,8 @@ def token_windows(label_counts: Sequence[Sequence[Sequence[int]]] = TOKEN_LABEL_
         label_counts: ``label_counts[rank][micro_batch]`` lists the label tokens of each sequence (each >= 1).
 
     Returns:
-        ``windows[rank][micro_batch] = (input_ids, labels)``, both ``[B, T]`` int64 (``gradacc.data.pad_batch``).
+        ``windows[rank][micro_batch] = (input_ids, labels)``, both ``[B, T]`` int64
+        (``gradacc.foundations.data.pad_batch``).
 
     Raises:
         ValueError: a count < 1, an empty micro-batch, or a count longer than the docstring allows.

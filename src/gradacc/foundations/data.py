@@ -143,7 +143,7 @@ def split_micro_batches(
     """Split one batch into ``accum_steps`` micro-batches along dimension 0.
 
     When the batch size ``B`` is not a multiple of ``accum_steps`` the micro-batches differ in size by at most one
-    sample (``torch.tensor_split``); weight them by their sample counts (see ``gradacc.accumulation``).
+    sample (``torch.tensor_split``); weight them by their sample counts (see ``gradacc.foundations.accumulation``).
 
     Args:
         inputs: shape ``[B, ...]``.

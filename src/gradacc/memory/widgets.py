@@ -5,8 +5,9 @@ the same in JupyterLab, Binder and Colab, on ipywidgets 8 and on Colab's 7.7 (on
 ``SelectionSlider``, ``ToggleButtons``, ``Dropdown``, ``Button``, ``IntProgress``, ``HTML``, ``Output``; no tooltips).
 
 A slider move only reads cached numbers and redraws (one PNG, a few tens of milliseconds); new measurements run when
-the learner presses **Measure**, behind a progress bar. See ``MemoryExplorer``; the panels are drawn by
-``gradacc.explorer_draw``.
+the learner presses **Measure**, behind a progress bar. See ``MemoryExplorer``: this module holds its controls;
+what it knows and measures is ``gradacc.memory.explorer_state`` (its options ``ACCUM_OPTIONS`` ... come from there),
+and its panels are drawn by ``gradacc.memory.explorer_draw``.
 """
 
 from __future__ import annotations
@@ -17,23 +18,19 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from . import plots
+from . import PARALLEL_MODES, MemoryProfile, StepConfig, StepMemory, StepTimeline
 from .capacity import CAPACITY_PRESETS, CUDA_CONTEXT_MIB, gpu_capacity, usable_mib
 from .explorer_draw import ExplorerPanels, legend_html, static_view_figure, timeline_title, timeline_ymax, view_unit
-from .memory import (
-    PARALLEL_MODES,
-    MemoryProfile,
-    StepConfig,
-    StepMemory,
-    StepTimeline,
-    measure_config,
-    predict_parallel,
-    predict_step,
-    predict_timeline,
-    profile_config,
-    timeline_config,
+from .explorer_state import (
+    ACCUM_OPTIONS,
+    BATCH_OPTIONS,
+    DEPTH_OPTIONS,
+    WIDTH_OPTIONS,
+    WORLD_OPTIONS,
+    ExplorerState,
+    check_options,
 )
-from .memory.parallel import largest_unit_bytes
+from .plots import figure_png
 
 __all__ = [
     "ACCUM_OPTIONS",
@@ -48,24 +45,6 @@ __all__ = [
     "SAVE_FOLDER",
     "MemoryExplorer",
 ]
-
-
-ACCUM_OPTIONS: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64)
-"""Accumulation steps N the explorer offers (powers of two, so every effective batch below divides)."""
-
-
-BATCH_OPTIONS: tuple[int, ...] = (256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65536)
-"""Effective batch sizes (samples) the explorer offers."""
-
-
-WIDTH_OPTIONS: tuple[int, ...] = (128, 256, 512, 1024, 2048, 4096, 8192, 16384)
-
-
-DEPTH_OPTIONS: tuple[int, ...] = (1, 2, 4, 8, 16, 32)
-
-
-WORLD_OPTIONS: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64)
-"""Ranks (world size) the explorer's data-parallel choice offers."""
 
 
 SAVE_FOLDER = "saved-figures"
@@ -98,7 +77,8 @@ class MemoryExplorer:
       configuration shown (empty for another one);
     * ``figure``: the ``Output`` widget with the figure (CSS class ``gradacc-figure``); ``png`` its latest bytes;
       ``timeline_figure`` (``gradacc-timeline``) and ``timeline_png``: the same for the selected N's timeline;
-    * ``state()``: a dict of what is shown; ``widget``: the whole ``VBox`` (displaying the explorer displays it).
+    * ``state()``: a dict of what is shown; ``widget``: the whole ``VBox`` (displaying the explorer displays it);
+      ``data``: the ``ExplorerState`` behind it (the cached numbers, ``measure``).
 
     Args:
         config: the starting model and batch (``arch`` and ``checkpoint`` stay fixed; the sliders set the rest). Its
@@ -134,37 +114,24 @@ class MemoryExplorer:
         import ipywidgets as w
 
         config = config or StepConfig()
-        for name, value, options in (
-            ("accum_steps", accum_steps, ACCUM_OPTIONS),
-            ("effective_batch_size", config.effective_batch_size, BATCH_OPTIONS),
-            ("width", config.width, WIDTH_OPTIONS),
-            ("depth", config.depth, DEPTH_OPTIONS),
-        ):
-            if value not in options:
-                raise ValueError(f"{name}={value!r} is not one of the explorer's options {list(options)}")
-        if config.optimizer not in ("sgd", "adam"):
-            raise ValueError(f"the explorer offers optimizers 'sgd' and 'adam', got {config.optimizer!r}")
+        check_options(config, accum_steps)
         self.base = config
         gpu = gpu_capacity()
-        self.method = method or ("cuda" if gpu else "storages")
         self.capacities: list[tuple[str, float]] = ([gpu] if gpu else []) + list(CAPACITY_PRESETS)
         if capacity is not None:
-            from .memory import check_budget
+            from . import check_budget
 
             check_budget(capacity[1])
             self.capacities.insert(0, (capacity[0], float(capacity[1])))
         on_gpu = gpu is not None
-        self.real_limit_mib = real_limit_mib or (0.8 * gpu[1] if on_gpu else 512.0)
-        self.real_limit_flops = real_limit_flops or (1e15 if on_gpu else 5e10)
-        self._measured: dict[StepConfig, dict[int, StepMemory]] = {}
-        self._profiles: dict[StepConfig, MemoryProfile] = {}
-        self._notes: dict[StepConfig, str] = {}  # what Measure did, per configuration: shown only with it
+        self.data = ExplorerState(
+            method or ("cuda" if on_gpu else "storages"),
+            real_limit_mib or (0.8 * gpu[1] if on_gpu else 512.0),
+            real_limit_flops or (1e15 if on_gpu else 5e10),
+        )
         self.panels = ExplorerPanels()
-        self._timelines: dict[tuple[StepConfig, int], StepTimeline] = {}
-        if timelines:
-            self.add_timelines(config, timelines)
-        if measurements:
-            self.add_measurements(config, measurements)
+        self.add_timelines(config, timelines)
+        self.add_measurements(config, measurements)
         if profile is not None:
             self.add_profile(config, profile)
         self.last_redraw_s = 0.0
@@ -252,44 +219,23 @@ class MemoryExplorer:
             self._timeline_png(config, n, self.timeline(n), rows)
         self.redraw()
 
-    # -- the cache -----------------------------------------------------------------------------------------------
-    @staticmethod
-    def _profile_key(config: StepConfig) -> StepConfig:
-        return config.with_(effective_batch_size=1)
-
+    # -- the cache (ExplorerState) -----------------------------------------------------------------------------
     def add_measurements(self, config: StepConfig, results: Sequence[StepMemory]) -> None:
         """Cache measured ``StepMemory`` results of ``config`` (one per N)."""
-        for r in results:
-            if r.effective_batch_size != config.effective_batch_size:
-                raise ValueError(
-                    f"a result for effective batch {r.effective_batch_size} does not belong to {config.label()}"
-                )
-            self._measured.setdefault(config, {})[r.accum_steps] = r
+        self.data.add_measurements(config, results)
 
     def add_profile(self, config: StepConfig, profile: MemoryProfile) -> None:
         """Cache the predictor's ``MemoryProfile`` of ``config`` (any effective batch)."""
-        self._profiles[self._profile_key(config)] = profile
+        self.data.add_profile(config, profile)
 
     def add_timelines(self, config: StepConfig, timelines: Sequence[StepTimeline]) -> None:
         """Cache measured ``StepTimeline`` s of ``config`` (one per N): the timeline panel shows them."""
-        for t in timelines:
-            if t.accum_steps * t.micro_batch_size != config.effective_batch_size:
-                raise ValueError(
-                    f"a timeline for effective batch {t.accum_steps * t.micro_batch_size} does not belong to "
-                    f"{config.label()}"
-                )
-            self._timelines[(config, t.accum_steps)] = t
+        self.data.add_timelines(config, timelines)
 
     def timeline(self, accum_steps: int | None = None) -> StepTimeline | None:
         """The timeline at N = ``accum_steps`` (default: the selected N) of the selected configuration: measured if
         cached, else predicted from the profile (``None`` without one)."""
-        config, n = self.config, accum_steps or self.accum_slider.value
-        if (config, n) not in self._timelines:
-            profile = self._profiles.get(self._profile_key(config))
-            if profile is None or not profile.timeline_activations:
-                return None
-            self._timelines[(config, n)] = predict_timeline(profile, config.effective_batch_size, n)
-        return self._timelines[(config, n)]
+        return self.data.timeline(self.config, accum_steps or self.accum_slider.value)
 
     def save_png(self, folder: str | Path = SAVE_FOLDER) -> list[str]:
         """Write both panels as PNG files into ``folder`` (created if needed; default ``SAVE_FOLDER`` under the
@@ -329,28 +275,11 @@ class MemoryExplorer:
         return mode, 1 if mode == "none" else self.world_slider.value
 
     def _rows(self, config: StepConfig) -> tuple[list[StepMemory], list[StepMemory] | None]:
-        measured = self._measured.get(config, {})
-        profile = self._profiles.get(self._profile_key(config))
-        mode, world = self.parallel
-        if mode != "none":  # one rank's prediction: the one-process measurements do not apply
-            if profile is None:
-                return [], None
-            import torch
+        return self.data.rows(config, *self.parallel)
 
-            with torch.device("meta"):
-                unit = largest_unit_bytes(config.build_model())
-            eff = config.effective_batch_size
-            rows = [predict_parallel(profile, eff, n, world_size=world, mode=mode, largest_unit_bytes=unit)
-                    for n in ACCUM_OPTIONS if eff % (n * world) == 0]  # fmt: skip
-            return rows, rows
-        predicted = [predict_step(profile, config.effective_batch_size, n) for n in ACCUM_OPTIONS] if profile else None
-        rows = []
-        for i, n in enumerate(ACCUM_OPTIONS):
-            if n in measured:
-                rows.append(measured[n])
-            elif predicted is not None:
-                rows.append(predicted[i])
-        return rows, predicted
+    def _summary(self, config: StepConfig, n: int, rows: list[StepMemory]) -> dict[str, Any]:
+        """``{"sentence", "fits", "smallest_accum_steps"}`` at N = ``n`` (``ExplorerState.summary``)."""
+        return self.data.summary(config, n, rows, self.capacity, world_size=self.parallel[1])
 
     # -- drawing -------------------------------------------------------------------------------------------------
     def state(self) -> dict[str, Any]:
@@ -392,7 +321,7 @@ class MemoryExplorer:
         self.sentence.value = f"<span>{state['sentence']}</span>"
         per_rank = "" if mode == "none" else f"; {mode} on {world} ranks: ONE rank's memory, predicted"
         self.title.value = f"<b>{config.label()}{per_rank}</b>"
-        self.status.value = state["status"] = self._notes.get(config, "")  # what Measure did for THIS configuration
+        self.status.value = state["status"] = self.data.notes.get(config, "")  # what Measure did for THIS configuration
 
         key = (config, label, capacity, tuple((r.accum_steps, r.method, r.fake, r.peak_mib) for r in rows))
         self.png = self.panels.bars_png(key, rows, predicted, selected=n, capacity_mib=capacity, capacity_label=label,
@@ -417,31 +346,6 @@ class MemoryExplorer:
         state.update(redraws=self.redraws, last_redraw_s=self.last_redraw_s)
         self._state = state
 
-    def _summary(self, config: StepConfig, n: int, rows: list[StepMemory]) -> dict[str, Any]:
-        """``{"sentence", "fits", "smallest_accum_steps"}`` at N = ``n`` (``plots.fits_summary``, the view's unit)."""
-        label, capacity = self.capacity
-        current = next((r for r in rows if r.accum_steps == n), None)
-        if current is None and rows:  # data parallel: N x ranks does not divide the effective batch
-            world = self.parallel[1]
-            text = f"N = {n} on {world} ranks does not divide the effective batch {config.effective_batch_size}."
-            return {"sentence": text, "fits": None, "smallest_accum_steps": None}
-        if current is None:
-            text = (f"N = {n}: nothing measured yet for {config.label()}. Press Measure (a probe for the predictor, "
-                    "then one step per N).")  # fmt: skip
-            return {"sentence": text, "fits": None, "smallest_accum_steps": None}
-        b = current.breakdown_mib
-        summary = plots.fits_summary(
-            {r.accum_steps: r.peak_mib for r in rows},
-            n,
-            capacity,
-            label,
-            micro_batch_size=current.micro_batch_size,
-            persistent_mib=2 * b["parameters"] + b["optimizer_state"],  # the gradient buffer matches the parameters
-            source=current.source,
-            unit=view_unit(rows),
-        )
-        return {"sentence": summary.pop("text"), **summary}
-
     def static_view(self) -> Any:
         """The explorer as one picture (``explorer_draw.static_view_figure``), what a page without a kernel shows: the
         bars, and the sentence and timeline at the selected N and at one more N (the smallest N that fits, or N = 1
@@ -464,46 +368,24 @@ class MemoryExplorer:
         key = (config, n, timeline.predicted, timeline.peak_mib, ymax, source)
         return self.panels.timeline_png(key, timeline, ymax=ymax, peak_source=source, unit=view_unit(rows))
 
-    # -- measuring -----------------------------------------------------------------------------------------------
-    def _runs_for_real(self, config: StepConfig, profile: MemoryProfile) -> bool:
-        peak = predict_step(profile, config.effective_batch_size, 1).peak_mib
-        work = 6.0 * profile.n_params * config.effective_batch_size
-        return peak <= self.real_limit_mib and work <= self.real_limit_flops
-
+    # -- measuring ---------------------------------------------------------------------------------------------
     def measure(self, accum_steps: Sequence[int] | None = None) -> list[StepMemory]:
-        """Measure the selected configuration, cache the results and redraw; returns them.
+        """Measure the selected configuration behind the progress bar (``ExplorerState.measure``: the probe for the
+        predictor, then one step per N in ``accum_steps``), cache the results and redraw; returns them. A failure is
+        shown in the status line and raised."""
 
-        First the probe for the predictor (fake tensors: fast at any size), then one step per N in ``accum_steps``
-        (default: 1, 2, 4, 8, 16 for real, 1, 4, 16 on fake tensors; the predictor covers the rest, exactly on
-        the course's models).
-        """
-        config = self.config
+        def report(text: str, done: int, total: int) -> None:
+            self.progress.max, self.progress.value = total, done
+            if text:
+                self.status.value = text
+
         self.progress.value = 0
         self.measure_button.disabled = True
         self.measure_runs += 1
-        results: list[StepMemory] = []
         try:
-            self.status.value = f"<i>probing {config.label()} for the predictor...</i>"
-            profile = profile_config(config, fake=True)
-            self.add_profile(config, profile)
-            self.progress.value = 1
-            real = self._runs_for_real(config, profile)
-            values = list(accum_steps or ((1, 2, 4, 8, 16) if real else (1, 4, 16)))
-            values = [n for n in values if config.effective_batch_size % n == 0]
-            self.progress.max = len(values) + 1
-            how = "for real" if real else "on fake tensors (too large to run here)"
-            for i, n in enumerate(values):
-                self.status.value = f"<i>measuring N = {n} {how}...</i>"
-                result = measure_config(config, n, method=self.method) if real else measure_config(config, n, fake=True)
-                results.append(result)
-                self.add_measurements(config, [result])
-                if real:  # the timeline panel's measured timeline (one more step on the counter)
-                    self.add_timelines(config, [timeline_config(config, n)])
-                self.progress.value = i + 2
-            self._notes[config] = f"measured N = {', '.join(map(str, values))} {how}; the rest is predicted"
-        except Exception as exc:  # shown in the widget; the learner's kernel keeps running
-            self._notes[config] = f"<b>measuring failed:</b> {type(exc).__name__}: {exc}"
-            self.status.value = self._notes[config]
+            results = self.data.measure(self.config, accum_steps, report)
+        except Exception:  # shown in the widget; the learner's kernel keeps running
+            self.status.value = self.data.notes[self.config]
             raise
         finally:
             self.measure_button.disabled = False
@@ -524,5 +406,5 @@ class MemoryExplorer:
 
         bundle = (getattr(self.widget, "_repr_mimebundle_", None) or (lambda: None))()
         picture = self.static_view() if bundle else None
-        png = {"image/png": base64.b64encode(plots.figure_png(picture)).decode("ascii")} if picture else None
+        png = {"image/png": base64.b64encode(figure_png(picture)).decode("ascii")} if picture else None
         display({**bundle, **png} if png else self.widget, raw=bool(png))

@@ -1,8 +1,8 @@
-"""The memory explorer's drawing: its two panels as PNG bytes and its legend; ``gradacc.widgets.MemoryExplorer`` holds
-the controls, the cached numbers and the state, and calls this module to draw them.
+"""The memory explorer's drawing: its two panels as PNG bytes and its legend; ``gradacc.memory.widgets.MemoryExplorer``
+holds the controls, the cached numbers and the state, and calls this module to draw them.
 
 One view, one unit: the bars, the timeline and the sentence of one configuration are all in MiB or all in GiB
-(``gradacc.plots.unit_for`` of the tallest bar), and every axis says which. Every text of a panel lies inside its
+(``gradacc.memory.plots.unit_for`` of the tallest bar), and every axis says which. Every text of a panel lies inside its
 figure at every N and model (``texts_outside``, which the tests call). Figures are drawn once per state and reused: a
 slider move that only changes N moves the bar chart's outline instead of drawing it again.
 """
@@ -13,7 +13,7 @@ import textwrap
 from collections.abc import Hashable, Sequence
 from typing import Any
 
-from .memory import CATEGORIES, StepMemory, StepTimeline
+from . import CATEGORIES, StepMemory, StepTimeline
 from .plots import COLORS, UNITS, figure_png, plot_breakdown, plot_timeline, unit_for
 
 __all__ = ["legend_html", "view_unit", "timeline_ymax", "timeline_title", "timeline_figure", "static_view_figure",

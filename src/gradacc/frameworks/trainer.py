@@ -1,7 +1,7 @@
 """Gradient accumulation in the Hugging Face ``Trainer``: probes that measure what it does (lesson 05).
 
 Everything runs offline (``HF_HUB_OFFLINE=1`` is set before transformers is imported); the text task, tokenizer and
-tiny models live in ``gradacc.texttask`` and are re-exported here.
+tiny models live in ``gradacc.frameworks.texttask`` and are re-exported here.
 
 How ``Trainer`` accumulates (transformers 5.24, the pins, and 5.15, Colab's; read from ``transformers/trainer.py``):
 
@@ -123,12 +123,12 @@ def _trainer_class():
     return ProbeTrainer
 
 
-def __getattr__(name: str):  # ProbeTrainer is built lazily so that importing gradacc.trainer stays cheap
+def __getattr__(name: str):  # ProbeTrainer is built lazily so that importing gradacc.frameworks.trainer stays cheap
     if name == "ProbeTrainer":
         cls = _trainer_class()
         globals()["ProbeTrainer"] = cls
         return cls
-    raise AttributeError(f"module 'gradacc.trainer' has no attribute {name!r}")
+    raise AttributeError(f"module 'gradacc.frameworks.trainer' has no attribute {name!r}")
 
 
 def takes_loss_kwargs(model):
@@ -168,7 +168,7 @@ def probe_args(output_dir: str, micro_batch_size: int, accum_steps: int, **overr
     """
     from transformers import TrainingArguments
 
-    from .data import check_accum_steps
+    from ..foundations.data import check_accum_steps
 
     check_accum_steps(accum_steps)
     if micro_batch_size < 1:
@@ -311,7 +311,7 @@ def run_trainer_ddp(*, timeout: float = 300.0, progress: bool = False) -> dict[s
     Raises:
         WorkerError: a worker failed or the run took longer than ``timeout`` seconds.
     """
-    from .launch import run_torchrun_json
+    from ..foundations.launch import run_torchrun_json
 
     return run_torchrun_json(
         "gradacc.workers.trainer_ddp",

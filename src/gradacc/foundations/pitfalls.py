@@ -5,7 +5,7 @@
 * ``two_views`` and ``info_nce_loss``: a contrastive setup with in-batch negatives on the digits.
 * ``dropout_masks`` and ``mask_agreement``: the masks of every ``nn.Dropout`` of a model during forward passes.
 
-The bytes a graph keeps alive are measured with ``gradacc.graphs.SavedTensorMeter`` (shared with lesson 02).
+The bytes a graph keeps alive are measured with ``gradacc.foundations.graphs.SavedTensorMeter`` (shared with lesson 02).
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ def accumulated_gradients(
 
     Each micro-batch's SUMMED loss is divided by the number of items in the whole window (``count_items``), so for a
     model whose output for a sample does not depend on the other samples of its batch the result equals
-    ``gradacc.accumulation.full_batch_gradients`` on the concatenated batch.
+    ``gradacc.foundations.accumulation.full_batch_gradients`` on the concatenated batch.
 
     Args:
         model: any module; its ``.grad`` fields are cleared before and after (the result is returned instead).
@@ -78,7 +78,7 @@ def two_views(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Two "augmented views" of 8x8 digits for contrastive learning: the image, and the image shifted one pixel right.
 
     Args:
-        x: ``[B, 64]`` float images (rows of 8 pixels, as ``gradacc.data.load_digits_tensors`` gives them).
+        x: ``[B, 64]`` float images (rows of 8 pixels, as ``gradacc.foundations.data.load_digits_tensors`` gives them).
 
     Returns:
         ``(view_a, view_b)``, both ``[B, 64]``; ``view_b`` moves every row one pixel to the right (the left column

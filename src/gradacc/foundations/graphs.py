@@ -16,8 +16,6 @@ from collections.abc import Iterable
 import torch
 from torch.overrides import TorchFunctionMode
 
-from .memory import MIB
-
 __all__ = ["HostReadCounter", "SavedTensorMeter", "count_graph_nodes"]
 
 
@@ -73,12 +71,12 @@ class SavedTensorMeter:
     @property
     def live_mib(self) -> float:
         """``live_bytes`` in MiB."""
-        return self.live_bytes / MIB
+        return self.live_bytes / 2**20
 
     @property
     def peak_mib(self) -> float:
         """``peak_bytes`` in MiB."""
-        return self.peak_bytes / MIB
+        return self.peak_bytes / 2**20
 
     def reset_peak(self) -> None:
         """Set ``peak_bytes`` to the current ``live_bytes``."""

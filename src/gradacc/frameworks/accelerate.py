@@ -25,8 +25,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .data import check_accum_steps, digits_loader
-from .models import make_digits_model
+from ..foundations.data import check_accum_steps, digits_loader
+from ..foundations.models import make_digits_model
 
 __all__ = [
     "reset_accelerate_state",
@@ -106,7 +106,7 @@ def window_items(sizes: list[int], accum_steps: int) -> list[int]:
     dataloader). Example: ``window_items([16] * 10, 4) == [64, 64, 32]``.
 
     Raises:
-        ValueError: bad ``accum_steps`` (see ``gradacc.data.check_accum_steps``).
+        ValueError: bad ``accum_steps`` (see ``gradacc.foundations.data.check_accum_steps``).
     """
     check_accum_steps(accum_steps)
     return [sum(sizes[i : i + accum_steps]) for i in range(0, len(sizes), accum_steps)]
@@ -183,9 +183,10 @@ def train_with_accelerate(
                 scheduler.step()       # advances once per real optimizer step
                 optimizer.zero_grad()  # a no-op unless accelerator.sync_gradients
 
-    Data: ``gradacc.data.digits_loader(micro_batch_size, seed=seed, n_samples=n_samples)`` (shuffled, seeded), the
-    same loader lesson 02 uses, so with equal micro-batch sizes the final weights match
-    ``gradacc.accumulation.train_accumulated`` on the same batches to float rounding (about 1e-8 in float32).
+    Data: ``gradacc.foundations.data.digits_loader(micro_batch_size, seed=seed, n_samples=n_samples)`` (shuffled,
+    seeded), the same loader lesson 02 uses, so with equal micro-batch sizes the final weights match
+    ``gradacc.foundations.accumulation.train_accumulated`` on the same batches to float rounding (about 1e-8 in
+    float32).
 
     Under ``accelerate launch`` with W processes the prepared loader gives each process its own micro-batches of
     ``micro_batch_size`` samples (``split_batches=False``: global micro-batch = W x micro_batch_size, made of W

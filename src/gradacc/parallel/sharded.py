@@ -1,11 +1,11 @@
 """Accumulation under sharded data parallel (FSDP2, ``torch.distributed.fsdp.fully_shard``), measured on real
 processes: the first piece of lesson 09 (issue 16).
 
-``run_fsdp_window`` launches 2 (or 1) gloo ranks of ``gradacc.workers.fsdp_accum`` with torchrun (``gradacc.launch``: a free
-port, timeouts, a clean stop) and returns what they measured: per micro-step the gradient bytes each rank holds and
-the all-gathers and reduce-scatters called so far, for FSDP2's default (gradients reduce-scattered on every
-micro-step) and for ``set_requires_gradient_sync(False)`` until the last micro-step, and each mode's largest weight
-difference from one process training on the whole effective batch.
+``run_fsdp_window`` launches 2 (or 1) gloo ranks of ``gradacc.workers.fsdp_accum`` with torchrun
+(``gradacc.foundations.launch``: a free port, timeouts, a clean stop) and returns what they measured: per micro-step the
+gradient bytes each rank holds and the all-gathers and reduce-scatters called so far, for FSDP2's default (gradients
+reduce-scattered on every micro-step) and for ``set_requires_gradient_sync(False)`` until the last micro-step, and each
+mode's largest weight difference from one process training on the whole effective batch.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from .data import check_accum_steps
-from .launch import run_torchrun_json
+from ..foundations.data import check_accum_steps
+from ..foundations.launch import run_torchrun_json
 
 __all__ = ["run_fsdp_window"]
 

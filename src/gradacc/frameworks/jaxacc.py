@@ -1,14 +1,14 @@
 """Gradient accumulation in JAX: plain pytrees, ``jax.grad``, ``jax.lax.scan`` and ``optax.MultiSteps`` (lesson 06).
 
 Parameters are a plain pytree: a list with one ``{"w": [in, out], "b": [out]}`` dict per linear layer, float32 by
-default, with ReLU between layers. That is the same function as ``gradacc.models.DigitsMLP`` (``depth`` hidden
-``Linear -> ReLU`` blocks, no normalization), so ``params_from_torch`` gives a JAX model with the PyTorch model's exact
-weights, and gradients can be compared across frameworks.
+default, with ReLU between layers. That is the same function as ``gradacc.foundations.models.DigitsMLP`` (``depth``
+hidden ``Linear -> ReLU`` blocks, no normalization), so ``params_from_torch`` gives a JAX model with the PyTorch model's
+exact weights, and gradients can be compared across frameworks.
 
-The accumulation rule is the course's (see ``gradacc.accumulation``): every micro-batch loss is a SUM over its items,
-the summed gradients are added up across the window, and the total is divided ONCE by the number of items in the
-whole window. Labels equal to ``IGNORE_INDEX`` (-100) are padding and count for nothing; that is how micro-batches of
-different real sizes keep the static shapes ``jax.jit`` and ``jax.lax.scan`` need.
+The accumulation rule is the course's (see ``gradacc.foundations.accumulation``): every micro-batch loss is a SUM over
+its items, the summed gradients are added up across the window, and the total is divided ONCE by the number of items in
+the whole window. Labels equal to ``IGNORE_INDEX`` (-100) are padding and count for nothing; that is how micro-batches
+of different real sizes keep the static shapes ``jax.jit`` and ``jax.lax.scan`` need.
 
 The computing functions are already ``jax.jit``-ed, with ``accum_steps`` and ``dropout_rate`` static (Python values
 that fix the program: a new value compiles a new program); called inside another ``jit`` they are inlined. Bad values
@@ -27,8 +27,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from .data import IGNORE_INDEX, check_accum_steps
-from .memory import jax_compiled_memory
+from ..foundations.data import IGNORE_INDEX, check_accum_steps
 
 __all__ = [
     "Params",
@@ -49,7 +48,6 @@ __all__ = [
     "multisteps",
     "make_micro_step",
     "make_train_step",
-    "step_memory",
 ]
 
 Params = list[dict[str, jax.Array]]
@@ -142,7 +140,7 @@ def grads_from_torch(model: Any) -> Params:
 
 
 def digits_arrays(n_samples: int | None = None) -> tuple[jax.Array, jax.Array]:
-    """The bundled handwritten digits (``gradacc.data.load_digits_tensors``) as JAX arrays.
+    """The bundled handwritten digits (``gradacc.foundations.data.load_digits_tensors``) as JAX arrays.
 
     Returns:
         ``x`` float32 ``[n, 64]`` in 0..1 and ``y`` int32 ``[n]`` labels 0..9 (``n = 1797`` by default).
@@ -150,7 +148,7 @@ def digits_arrays(n_samples: int | None = None) -> tuple[jax.Array, jax.Array]:
     Raises:
         ValueError: ``n_samples`` outside ``1..1797``.
     """
-    from .data import load_digits_tensors
+    from ..foundations.data import load_digits_tensors
 
     x, y = load_digits_tensors()
     if n_samples is not None:
@@ -225,7 +223,7 @@ def split_micro_batches(x: jax.Array, y: jax.Array, accum_steps: int) -> tuple[j
     """Reshape one batch into ``accum_steps`` equal micro-batches: ``[B, ...] -> [N, B // N, ...]``.
 
     Micro-batch ``i`` holds rows ``i * B // N`` to ``(i + 1) * B // N - 1`` (the same order as a Python loop over
-    slices, and as ``gradacc.data.split_micro_batches`` when ``B`` is divisible).
+    slices, and as ``gradacc.foundations.data.split_micro_batches`` when ``B`` is divisible).
 
     Raises:
         ValueError: bad ``accum_steps``; ``x`` and ``y`` with different first dimensions; ``B`` not divisible by
@@ -265,7 +263,8 @@ def accumulate_grads_loop(
     dropout_rate: float = 0.0,
     key: jax.Array | None = None,
 ) -> tuple[jax.Array, Params]:
-    """Accumulated ``(loss, grads)`` from ``accum_steps`` micro-batches with a Python loop and ``jax.tree_util.tree_map``.
+    """Accumulated ``(loss, grads)`` from ``accum_steps`` micro-batches with a Python loop and
+    ``jax.tree_util.tree_map``.
 
     Each micro-step takes ``jax.value_and_grad`` of the micro-batch's SUMMED loss; the gradients are added leaf by
     leaf; the totals are divided once by the number of counted items in the window (``count_items(y)``). Under
@@ -386,7 +385,7 @@ def multisteps(
     them: give it gradients of ``sum / window_items`` (see ``make_micro_step``) to get the exact window mean.
 
     Raises:
-        ValueError: bad ``accum_steps`` (see ``gradacc.data.check_accum_steps``).
+        ValueError: bad ``accum_steps`` (see ``gradacc.foundations.data.check_accum_steps``).
 
     Source: optax docs, ``optax.MultiSteps``.
     """
@@ -410,7 +409,8 @@ def _maybe_jit(step: Callable, *, jit: bool, donate: bool) -> Callable:
 def make_micro_step(
     optimizer: optax.GradientTransformation, *, donate: bool = False, jit: bool = True
 ) -> Callable[..., tuple[Params, Any, jax.Array]]:
-    """A one-micro-batch training step ``step(params, opt_state, x, y, window_items=None) -> (params, opt_state, loss)``.
+    """A one-micro-batch training step ``step(params, opt_state, x, y, window_items=None) -> (params, opt_state,
+    loss)``.
 
     The gradient is that of the micro-batch's mean loss (``window_items=None``: what ``MultiSteps`` users usually
     write) or of its summed loss divided by ``window_items`` (the number of counted items in the WHOLE window, an int
@@ -469,60 +469,3 @@ def make_train_step(
         return (*_apply(optimizer, grads, opt_state, params), loss)
 
     return _maybe_jit(step, jit=jit, donate=donate)
-
-
-def step_memory(
-    method: Literal["scan", "loop", "multisteps"],
-    sizes: Sequence[int],
-    effective_batch_size: int,
-    accum_steps: int,
-    optimizer: optax.GradientTransformation | None = None,
-    *,
-    donate: bool = False,
-    dtype: Any = jnp.float32,
-) -> dict[str, float]:
-    """Compiled memory (MiB) of one training step of an MLP, from XLA's memory analysis; nothing is executed.
-
-    * ``"scan"`` / ``"loop"``: ``make_train_step`` on the whole effective batch (one call = one optimizer step).
-    * ``"multisteps"``: ``make_micro_step(multisteps(optimizer, N))`` on ONE micro-batch of
-      ``effective_batch_size // N`` samples (one call = one micro-step; its state holds ``acc_grads``).
-
-    Args:
-        sizes: MLP layer widths, e.g. ``(64, 1024, 1024, 1024, 10)``.
-        effective_batch_size: samples per optimizer step (divisible by ``accum_steps``).
-        optimizer: optax optimizer (default ``optax.adam(1e-3)``).
-        donate: donate parameters and optimizer state (see ``make_micro_step``).
-
-    Returns:
-        ``gradacc.memory.jax_compiled_memory``'s dict (``total_mib = argument + output - alias + temp``) plus
-        ``"params_mib"`` and ``"opt_state_mib"`` (the optimizer state, MultiSteps' included).
-
-    Raises:
-        ValueError: bad ``method`` or ``accum_steps``, or ``effective_batch_size`` not divisible by it.
-    """
-    check_accum_steps(accum_steps)
-    if effective_batch_size % accum_steps:
-        raise ValueError(
-            f"effective_batch_size={effective_batch_size} is not divisible by accum_steps={accum_steps}; "
-            "choose a multiple"
-        )
-    if method not in ("scan", "loop", "multisteps"):
-        raise ValueError(f"method must be 'scan', 'loop' or 'multisteps', got {method!r}")
-    optimizer = optax.adam(1e-3) if optimizer is None else optimizer
-    params = jax.eval_shape(lambda: mlp_init(jax.random.key(0), sizes, dtype))
-    if method == "multisteps":
-        optimizer = multisteps(optimizer, accum_steps)
-        step = make_micro_step(optimizer, donate=donate)
-        batch = effective_batch_size // accum_steps
-    else:
-        step = make_train_step(optimizer, accum_steps, method, donate=donate)
-        batch = effective_batch_size
-    opt_state = jax.eval_shape(optimizer.init, params)
-    x = jax.ShapeDtypeStruct((batch, sizes[0]), dtype)
-    y = jax.ShapeDtypeStruct((batch,), jnp.int32)
-    mem = jax_compiled_memory(step, params, opt_state, x, y)
-
-    def mib(tree):
-        return sum(leaf.size * np.dtype(leaf.dtype).itemsize for leaf in jax.tree_util.tree_leaves(tree)) / 2**20
-
-    return {**mem, "params_mib": mib(params), "opt_state_mib": mib(opt_state)}
