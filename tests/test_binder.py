@@ -25,8 +25,9 @@ from throwaway import isolated_venv, overlay_venv
 BINDER = ROOT / "binder"
 REPO2DOCKER = "jupyter-repo2docker==2026.4.0"
 CPU_INDEX = "https://download.pytorch.org/whl/cpu"
-# pinned in requirements.txt for tests/test_browser.py, tests/test_site.py and `make site`; Binder needs neither
-NOT_ON_BINDER = {"playwright", "jupyter-book"}
+# pinned in requirements.txt for tests/test_browser.py, tests/test_site.py, `make site` and tests/test_cluster.py's
+# Kubernetes manifests; Binder needs none of them
+NOT_ON_BINDER = {"playwright", "jupyter-book", "kubernetes-validate"}
 
 
 def _requirements(path) -> tuple[dict[str, str], list[str]]:

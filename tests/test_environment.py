@@ -129,14 +129,25 @@ def _needs(lesson) -> set[str]:
     cells = nbformat.read(lesson, as_version=4).cells
     code = "\n".join(re.sub(r"^\s*[%!].*$", "", c.source, flags=re.M) for c in cells if c.cell_type == "code")
     names, sources = imported(code), [code]
-    for name in sorted(n for n in names if n.startswith("gradacc")):
+    direct = set(names)
+    for name in sorted(n for n in direct if n.startswith("gradacc")):
         path = ROOT / "src" / name.replace(".", "/")
         for file, package in ((path.with_suffix(".py"), name.rsplit(".", 1)[0]), (path / "__init__.py", name)):
             if file.is_file():
                 sources.append(file.read_text())
-                names |= imported(sources[-1], package)
+                found = imported(sources[-1], package)
+                names |= found
+                if file.name == "__init__.py":  # a room's API (`from gradacc.memory import step_memory`): the module
+                    wanted = {n.rsplit(".", 1)[1] for n in direct if n.startswith(f"{name}.")}  # that defines the name
+                    for module in sorted({n.rsplit(".", 1)[0] for n in found if n.rpartition(".")[2] in wanted}):
+                        program = (ROOT / "src" / module.replace(".", "/")).with_suffix(".py")
+                        if module.startswith(f"{name}.") and program.is_file():
+                            sources.append(program.read_text())
+                            names |= imported(sources[-1], name)
     for worker in {w for s in sources for w in re.findall(r"gradacc\.workers\.(\w+)", s)}:
-        names |= imported((ROOT / "src" / "gradacc" / "workers" / f"{worker}.py").read_text(), "gradacc.workers")
+        program = ROOT / "src" / "gradacc" / "workers" / f"{worker}.py"
+        if program.is_file():  # a docstring's "gradacc.workers.NAME" names none
+            names |= imported(program.read_text(), "gradacc.workers")
     return {n.split(".")[0] for n in names}
 
 
@@ -149,10 +160,10 @@ def test_every_extra_is_checked_by_lesson_00_for_the_lessons_that_need_it():
     from conftest import ROOT
     from packaging.requirements import Requirement
 
-    from gradacc.course.environment import EXTRAS, LIBRARIES, install_hint
+    from gradacc.course.environment import EXTRAS, LIBRARIES, MAINTAINER_EXTRAS, install_hint
 
     declared = metadata.metadata("gradacc").get_all("Provides-Extra")
-    assert sorted(EXTRAS) == sorted(declared)
+    assert sorted(EXTRAS) == sorted(set(declared) - set(MAINTAINER_EXTRAS)) and set(MAINTAINER_EXTRAS) <= set(declared)
     modules = {"libs": {"jax", "optax", "transformers", "accelerate", "datasets", "tokenizers"},
                "stacks": {"trl", "peft", "pytorch_lightning", "keras"}}  # fmt: skip
     for extra in EXTRAS:
