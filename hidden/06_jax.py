@@ -7,6 +7,7 @@ and this file's own preamble, and PRINTS the student's results on inputs drawn f
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from gradacc.course.checks.lesson06 import matmul_shapes
 from gradacc.foundations.data import IGNORE_INDEX
@@ -14,19 +15,26 @@ from gradacc.frameworks import jaxacc
 
 
 def draw_problem(seed: int, sizes: tuple[int, ...], rows: int, real: int):
-    """MLP parameters and a batch whose rows after ``real`` are padding (label IGNORE_INDEX)."""
-    k_params, k_x, k_y = jax.random.split(jax.random.key(seed), 3)
-    params = jaxacc.mlp_init(k_params, sizes)
-    x = jax.random.normal(k_x, (rows, sizes[0]))
-    y = jax.random.randint(k_y, (rows,), 0, sizes[-1], dtype=jnp.int32)
-    return params, x, jnp.where(jnp.arange(rows) < real, y, IGNORE_INDEX)
+    """MLP parameters (``jaxacc.mlp_init``) and a batch as NumPy arrays (x float32 ``[rows, sizes[0]]``, y int32
+    ``[rows]``) whose rows after ``real`` are padding (label IGNORE_INDEX).
+
+    The batch is drawn with NumPy, not ``jax.random``: JAX compiles its generator for every new shape (0.5-1 s of CPU
+    each on a 2-core machine, jax 0.10.2), and the rows differ from case to case. The blocks slice it with NumPy and
+    hand the learner's function JAX arrays (``jnp.asarray``: a copy, nothing compiled).
+    """
+    params = jaxacc.mlp_init(jax.random.key(seed), sizes)  # compiled once per layer shape: two sizes are drawn
+    generator = np.random.default_rng(seed)
+    x = generator.standard_normal((rows, sizes[0]), dtype=np.float32)
+    y = generator.integers(0, sizes[-1], rows, dtype=np.int32)
+    return params, x, np.where(np.arange(rows) < real, y, np.int32(IGNORE_INDEX))
 
 
 def show(name: str, result) -> None:
-    """One line: the loss and, per gradient leaf, its sum and its sum of absolute values (5 decimals)."""
+    """One line: the loss and, per gradient leaf, its sum and its sum of absolute values (5 decimals; summed by
+    NumPy in float64, so no reduction is compiled per leaf shape)."""
     loss, grads = result
-    leaves = jax.tree_util.tree_leaves(grads)
-    sums = " ".join(f"{float(jnp.sum(g)):.5f}/{float(jnp.sum(jnp.abs(g))):.5f}" for g in leaves)
+    leaves = [np.asarray(g, dtype=np.float64) for g in jax.tree_util.tree_leaves(grads)]
+    sums = " ".join(f"{g.sum():.5f}/{np.abs(g).sum():.5f}" for g in leaves)
     print(f"{name}: loss {float(loss):.5f} grads {sums}")
 
 
@@ -85,6 +93,7 @@ traced program's primitives, whatever the draw."""
 for index, case in enumerate(draw_6_1(rng)):
     accum_steps = case["accum_steps"]
     params, x, y = draw_problem(case["seed"], case["sizes"], case["rows"], case["real"])
+    x, y = jnp.asarray(x), jnp.asarray(y)
     show(f"scan case {index}", quietly(jax.jit(accumulate_scan, static_argnums=3), params, x, y, accum_steps))
 scans = quietly(
     jaxacc.count_traced_ops, lambda p, a, b: accumulate_scan(p, a, b, accum_steps), params, x, y, primitive="scan"
@@ -96,7 +105,7 @@ case = draw_6_2(rng)
 lengths = case["lengths"]
 params, x, y = draw_problem(case["seed"], case["sizes"], sum(lengths), sum(lengths))
 bounds = [sum(lengths[:i]) for i in range(len(lengths) + 1)]
-micro_batches = [(x[a:b], y[a:b]) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+micro_batches = [(jnp.asarray(x[a:b]), jnp.asarray(y[a:b])) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
 with matmul_shapes() as shapes:
     result = quietly(window_grads, params, micro_batches)
 show(f"window {lengths}", result)

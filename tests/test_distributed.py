@@ -138,7 +138,7 @@ import os, sys, time
 rank, folder = int(os.environ["RANK"]), sys.argv[1]
 names = "RANK LOCAL_RANK WORLD_SIZE LOCAL_WORLD_SIZE MASTER_ADDR MASTER_PORT".split()
 with open(os.path.join(folder, f"rank{rank}.tmp"), "w") as f:
-    f.write(" ".join(os.environ[n] for n in names) + " " + str(os.getpid()))
+    f.write(" ".join(os.environ[n] for n in names) + f" {'colorsys' in sys.modules} {os.getpid()}")
 os.rename(os.path.join(folder, f"rank{rank}.tmp"), os.path.join(folder, f"rank{rank}"))
 while len([n for n in os.listdir(folder) if n.startswith("rank") and "." not in n]) < 3:
     time.sleep(0.05)  # every rank has started (and written its pid)
@@ -149,10 +149,10 @@ if sys.argv[2] != "ok":
 """
 
 
-def _ranks(folder, mode: str, timeout: float = 120):
+def _ranks(folder, mode: str, timeout: float = 120, preload: tuple[str, ...] = ()):
     folder.mkdir(exist_ok=True)
     (folder / "rank_module.py").write_text(_RANK_MODULE)
-    cmd = ranks_command("rank_module", [str(folder), mode], nproc_per_node=3, port=29999)
+    cmd = ranks_command("rank_module", [str(folder), mode], nproc_per_node=3, port=29999, preload=preload)
     return run_processes(cmd, timeout=timeout, env={"PYTHONPATH": str(folder)}, what=f"ranks ({mode})")
 
 
@@ -161,10 +161,12 @@ def _rank_pids(tmp_path) -> list[int]:
 
 
 def test_the_checks_launcher_gives_each_rank_torchruns_variables(tmp_path):
-    """gradacc.workers.ranks (the launcher of exercise 7's checks) sets what torchrun sets for a one-machine job."""
-    _ranks(tmp_path, "ok")
+    """gradacc.workers.ranks (the launcher of exercise 7's checks) sets what torchrun sets for a one-machine job; the
+    ranks, forked from it, find the ``--preload`` modules imported already (a module nothing else here imports)."""
+    _ranks(tmp_path, "ok", preload=("colorsys",))
     seen = [(tmp_path / f"rank{r}").read_text().split()[:-1] for r in range(3)]
-    assert seen == [[str(r), str(r), "3", "3", "127.0.0.1", "29999"] for r in range(3)]
+    assert seen == [[str(r), str(r), "3", "3", "127.0.0.1", "29999", "True"] for r in range(3)]
+    assert len(set(_rank_pids(tmp_path))) == 3
 
 
 def test_the_checks_launcher_refuses_a_command_without_a_module_or_ranks(capsys):

@@ -223,7 +223,9 @@ def epoch_on_ranks(train_epoch_ddp: Callable, cases=_RANK_CASES, timeout: float 
         out = Path(tmp) / "result.pt"
         world = world_sizes.pop()
         args = [f"--spec={Path(tmp) / 'spec.json'}", f"--out={out}"]
-        cmd = ranks_command("gradacc.workers.ddp_answer", args, nproc_per_node=world, port=free_port())
+        # the ranks share one import of the worker's modules, and of torch._dynamo, which DDP's constructor imports
+        preload = ["gradacc.workers.ddp_answer", "torch._dynamo"]
+        cmd = ranks_command("gradacc.workers.ddp_answer", args, nproc_per_node=world, port=free_port(), preload=preload)
         run_processes(cmd, timeout=timeout, env=_worker_env(world), what=f"your train_epoch_ddp on {world} ranks")
         ranks = [torch.load(f"{out}.{rank}", weights_only=True) for rank in range(world)]
     results = ranks[0]
