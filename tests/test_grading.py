@@ -135,6 +135,11 @@ def _answered(exercise, answers: dict[str, str]):
     return nb
 
 
+def _cell(nb, cell_id: str):
+    """The cell of ``nb`` with this id (exercises hold a how-to-check cell their references do not: ids, not places)."""
+    return next(c for c in nb.cells if c.get("id") == cell_id)
+
+
 def _write(nb, path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     nbformat.write(nb, path)
@@ -167,16 +172,17 @@ def build_corpus(root: Path) -> tuple[Path, Path, Path]:
     _write(nb, subs / "deleted_checks" / n)
 
     nb = _answered(ex1, {"ex-1-1-solution": WRONG_WEIGHTED, "ex-1-2-solution": ACCUMULATED})
-    nb.cells[3].outputs[0]["text"] = (  # the stored output rewritten to what the wrong answer prints
+    _cell(nb, "ex-1-1-check").outputs[0]["text"] = (  # the stored output rewritten to what the wrong answer prints
         "Exercise 1.1: incorrect - weighted_mean([1, 3], [1, 3]) = 2, expected 2.5 (tolerance 1e-09)\n"
     )
     _write(nb, subs / "edited_output" / n)
 
     nb = _answered(ex1, {"ex-1-1-solution": WRONG_WEIGHTED, "ex-1-2-solution": WRONG_ACCUMULATED})
-    nb.cells[3].metadata.tags += ["nbval-skip", "raises-exception"]
-    nb.cells[3].source = "# NBVAL_SKIP\n" + nb.cells[3].source
-    nb.cells[5].metadata.tags = ["check", "nbval-ignore-output"]
-    nb.cells[5].source = "# NBVAL_IGNORE_OUTPUT\n" + nb.cells[5].source
+    check1, check2 = _cell(nb, "ex-1-1-check"), _cell(nb, "ex-1-2-check")
+    check1.metadata.tags += ["nbval-skip", "raises-exception"]
+    check1.source = "# NBVAL_SKIP\n" + check1.source
+    check2.metadata.tags = ["check", "nbval-ignore-output"]
+    check2.source = "# NBVAL_IGNORE_OUTPUT\n" + check2.source
     _write(nb, subs / "markers" / n)
 
     _write(_answered(ex1, {**right, "ex-1-1-solution": "# NBVAL_SKIP\n" + WEIGHTED}), subs / "marker_in_answer" / n)
@@ -548,7 +554,7 @@ def test_matching_by_id_by_tag_and_by_alignment(tmp_path):
     ids = [c.id for c in answered.cells]
     assert match_solutions(ref, answered, ids) == ({"ex-1-1-solution": "A = 1", "ex-1-2-solution": "B = 2"}, [])
     partial = copy.deepcopy(answered)
-    del partial.cells[4]
+    partial.cells.remove(_cell(partial, "ex-1-2-solution"))
     sources, notes = match_solutions(ref, partial, [c.id for c in partial.cells])
     assert sources == {"ex-1-1-solution": "A = 1"} and "ex-1-2-solution is not in your notebook" in notes[0]
     # no ids: by the 'solution' tag in order
@@ -558,8 +564,8 @@ def test_matching_by_id_by_tag_and_by_alignment(tmp_path):
     bare = copy.deepcopy(answered)
     for cell in bare.cells:
         cell.metadata = {}
-    bare.cells.insert(3, new_code_cell("A = A + 10  # my own cell"))
-    bare.cells[6].source += "\n# edited"
+    bare.cells.insert(bare.cells.index(_cell(bare, "ex-1-1-solution")) + 1, new_code_cell("A = A + 10  # my own cell"))
+    _cell(bare, "ex-1-2-check").source += "\n# edited"
     sources, notes = match_solutions(ref, bare, [None] * len(bare.cells))
     assert sources == {"ex-1-1-solution": "A = 1\n\nA = A + 10  # my own cell", "ex-1-2-solution": "B = 2"}, sources
 
@@ -707,7 +713,7 @@ def test_grade_bench_writes_a_class_to_grade(corpus, tmp_path, capsys):
     assert main([*args, str(tmp_path / "class")]) == 0
     found = discover(tmp_path / "class", ["02_small"])
     assert [(f.student, f.exercise) for f in found] == [(f"student{i:03d}", "02_small") for i in range(5)]
-    answers = [nbformat.read(f.path, as_version=4).cells[1].source for f in found]
+    answers = [_cell(nbformat.read(f.path, as_version=4), "ex-2-1-solution").source for f in found]
     assert ["return loss / accum_steps" in a for a in answers] == [True, False, False, True, False]
     assert ["raise NotImplementedError()" in a for a in answers] == [False, True, False, False, True]
     assert main([*args, str(tmp_path / "class")]) == 2

@@ -355,8 +355,8 @@ def attacked(tmp_path_factory):
             runs[match.group(1)]["daemons_after"] = [p.pid for p in _daemons()]
         return run
 
-    def recording_run_merged(nb, *args):
-        run, capture = real_run_merged(nb, *args)
+    def recording_run_merged(nb, *args, **kwargs):
+        run, capture = real_run_merged(nb, *args, **kwargs)
         match = re.search(r"# attack: (\w+)", nbformat.writes(nb))
         if match:  # what the attack printed, as the grader read it
             said = capture.get("cells", {}).get("solution:ex-1-1-solution", {}).get("stdout", "")

@@ -89,7 +89,9 @@ EXTRAS: dict[str, tuple[str, tuple[str, ...]]] = {
 """The package's optional extras (``pyproject.toml``): extra -> (what it installs, the lessons that need it: their code,
 the ``gradacc`` modules they import or the worker processes they start; ``tests/test_environment.py`` reads them)."""
 
-MAINTAINER_EXTRAS: dict[str, str] = {"translate": "polib, Babel, markdown-it-py: `gradacc translate` (the pt-BR edition)"}
+MAINTAINER_EXTRAS: dict[str, str] = {
+    "translate": "polib, Babel, markdown-it-py: `gradacc translate` (the pt-BR edition)"
+}
 """The extras no lesson needs, which lesson 00 does not check: tools that build the course."""
 
 
