@@ -91,7 +91,7 @@ def test_unanswered_exercise_says_so(capsys):
 
     check_combine_means(combine_means)
     assert _line(capsys) == (
-        "Exercise 1.1: incorrect - not answered yet (the solution cell still raises NotImplementedError)"
+        "Exercise 1.1: incorrect - not answered yet (the answer cell still raises NotImplementedError)"
     )
 
 

@@ -49,6 +49,7 @@ from gradacc.grading.shards import (
     parse_shard,
     shard_of,
     shard_paths,
+    shard_sizes,
 )
 
 # One worker runs this module (make test: --dist loadgroup): the class is graded once, on one cluster.
@@ -297,6 +298,31 @@ def test_a_students_shard_is_a_stable_hash_of_the_id_never_the_listing_order():
     assert [shard_of(s, 4) for s in late if s != "a-late-submission"] == [shard_of(s, 4) for s in ids[:50]]
     with pytest.raises(ValueError, match="the shard count must be >= 1, got 0"):
         shard_of("alice", 0)
+
+
+def test_grade_shards_counts_each_shard_and_the_guides_margin_covers_the_largest(tmp_path, capsys):
+    """Shards are unequal (a hash): `gradacc grade-shards` counts them before submitting (both layouts, each student
+    once), and the guide's size for the largest shard, m + 4 * sqrt(m), covers 20 rosters of each size it quotes."""
+    for student, name in [("ann", "01_theory.ipynb"), ("ann", "02_pytorch.ipynb"), ("bob", "01_theory.ipynb")]:
+        (tmp_path / "class" / student).mkdir(parents=True, exist_ok=True)
+        (tmp_path / "class" / student / name).write_text("{}")
+    (tmp_path / "class" / "cy__01_theory.ipynb").write_text("{}")
+    assert main(["grade-shards", str(tmp_path / "class"), "--count", "4"]) == 0
+    said = capsys.readouterr().out
+    sizes = shard_sizes(["ann", "bob", "cy"], 4)
+    assert [f"shard {k}/4: {n} students" for k, n in enumerate(sizes)] == said.splitlines()[:4]
+    assert f"3 students; the largest shard holds {max(sizes)} (mean 0.8)" in said
+    assert main(["grade-shards", str(tmp_path / "none"), "--count", "4"]) == 2
+    assert "does not exist" in capsys.readouterr().err
+    guide = (ROOT / "docs" / "instructors" / "cluster.md").read_text()
+    assert "gradacc grade-shards submissions/ --count 12" in guide
+    for size, count in [(300, 4), (10_000, 10), (10_000, 100)]:
+        mean = size / count
+        largest = [max(shard_sizes([f"roster{r}-student{i:05d}" for i in range(size)], count)) for r in range(20)]
+        print(
+            f"{size} in {count} shards: largest {min(largest)}-{max(largest)}, guide's bound {mean + 4 * mean**0.5:.0f}"
+        )
+        assert max(largest) <= mean + 4 * mean**0.5 and f"{min(largest):,} to {max(largest):,}" in guide
 
 
 def test_shard_comes_from_k_of_n_or_the_engines_variables():

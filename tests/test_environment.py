@@ -176,8 +176,9 @@ def test_every_extra_is_checked_by_lesson_00_for_the_lessons_that_need_it():
         assert needing == list(numbers), (extra, needing)
     setup = "\n".join(c.source for c in nbformat.read(ROOT / "lessons" / "00_setup.ipynb", as_version=4).cells)
     assert all(f'unmet_requirements(extras=["{extra}"])' in setup for extra in EXTRAS)
-    assert "`pip install -e '.[libs,stacks]'`" in install_hint("stacks", "local")
+    assert "`.venv/bin/pip install -e '.[libs,stacks]'`" in install_hint("stacks", "local")
     assert "`pip install -e '.[libs]'`" in install_hint("libs", "binder")
+    assert "make lab" not in install_hint("libs", "binder")  # Binder has no make lab, nor a .venv
     assert "make lab" in install_hint("libs", "local")
     assert "the first cell of lesson 10" in install_hint("stacks", "colab")
     with pytest.raises(ValueError, match="extra must be one of"):

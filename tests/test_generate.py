@@ -56,7 +56,8 @@ def test_every_exercise_says_how_to_check_it_and_pytest_names_its_checks(tmp_pat
     exercise = generate_exercise(_solution(), "01_test.ipynb")
     text = exercise.cells[1].source.replace("\n", " ")
     assert exercise.cells[1].id == "gradacc-how-to-check" and exercise.cells[0].source == "# 01 · Test"
-    for words in ("**check cell**", "*Run All* stops at the first check", "`pytest --nbval exercises/01_test.ipynb`",
+    for words in ("**check cell**", "In JupyterLab, *Run All* stops at the first check", "Colab and VS Code do not",
+                  "`.venv/bin/pytest --nbval exercises/01_test.ipynb`", "on Binder, `pytest --nbval",
                   "cell 7/11 is cell 7 of 11"):  # fmt: skip
         assert words in text, (words, text)
     tags = {c.id: c.metadata.get("tags", []) for c in exercise.cells if c.cell_type == "code"}

@@ -19,7 +19,7 @@ SUBCOMMANDS: dict[str, tuple[str, ...]] = {
     "gradacc.grading.export": ("export",),
     "gradacc.grading.autograders": ("export-assignments",),
     "gradacc.grading.classroom": ("classroom",),
-    "gradacc.grading.shards": ("grade-merge",),
+    "gradacc.grading.shards": ("grade-merge", "grade-shards"),
     "gradacc.grading.progress": ("progress",),
     "gradacc.memory.bench": ("bench",),
 }

@@ -196,8 +196,9 @@ def install_hint(extra: str, where: Runtime | None = None) -> str:
     """How to install what the extra ``extra`` needs (``EXTRAS``) where the notebook runs (default: ``runtime()``).
 
     On Colab the first cell of each lesson installs the course with the extras it needs (lesson 10's: ``stacks``);
-    elsewhere ``make lab`` installs every extra, and pip the one asked for (``stacks`` with ``libs``, which lesson 10
-    also needs).
+    on Binder the image holds every pin of ``binder/requirements.txt``, and pip in a terminal adds what is missing for
+    the session; elsewhere ``make lab`` installs every pin of ``requirements.txt`` (the libraries of both extras),
+    and pip the extra asked for (``stacks`` with ``libs``, which lesson 10 also needs).
 
     Raises:
         ValueError: an unknown extra.
@@ -209,7 +210,15 @@ def install_hint(extra: str, where: Runtime | None = None) -> str:
         first = "this lesson's first cell" if extra == "libs" else f"the first cell of lesson {lessons[0]}"
         return f"on Colab, {first} installs them: run it (`gradacc[libs{',stacks' if extra == 'stacks' else ''}]`)"
     extras = "libs" if extra == "libs" else "libs,stacks"
-    return f"run `make lab` in the course's folder (it installs every extra), or `pip install -e '.[{extras}]'` there"
+    if where == "binder" or (where is None and runtime() == "binder"):
+        return (
+            f"Binder's image should hold them (binder/requirements.txt): in a terminal, `pip install -e '.[{extras}]'`"
+            " in the course's folder adds them for this session"
+        )
+    return (
+        f"run `make lab` in the course's folder (it installs every pinned library), or "
+        f"`.venv/bin/pip install -e '.[{extras}]'` there"
+    )
 
 
 def _cgroup_limit_bytes(root: Path) -> int | None:

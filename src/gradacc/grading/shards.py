@@ -45,6 +45,7 @@ __all__ = [
     "begin_shard",
     "finish_shard",
     "merge_shards",
+    "shard_sizes",
     "write_merged",
     "add_cli",
 ]
@@ -364,6 +365,47 @@ def add_cli(subparsers) -> None:
                    "gradebook.csv): the merged one is written there")  # fmt: skip
     p.add_argument("--feedback", help="folder for one Markdown feedback file per student")
     p.set_defaults(func=_cmd_merge)
+    p = subparsers.add_parser(
+        "grade-shards",
+        help="count the students of each shard before a job array grades them (shards are not equal)",
+        description="Print how many students each of COUNT shards holds (the ids `gradacc grade --shard K/COUNT` "
+        "reads: folder names, or the <student>__ prefix of flat files) and the largest: size a task's time limit by "
+        "the largest shard.",
+    )
+    p.add_argument("submissions", help="the class's submissions folder")
+    p.add_argument("--count", type=int, required=True, help="the number of shards (tasks) you plan to submit")
+    p.set_defaults(func=_cmd_count)
+
+
+def shard_sizes(students: Sequence[str], count: int) -> list[int]:
+    """How many of ``students`` (ids, each counted once) fall into each of ``count`` shards (``shard_of``).
+
+    Raises:
+        ValueError: ``count < 1``.
+    """
+    if count < 1:
+        raise ValueError(f"the shard count must be >= 1, got {count}")
+    sizes = [0] * count
+    for student in set(students):
+        sizes[shard_of(student, count)] += 1
+    return sizes
+
+
+def _cmd_count(args: argparse.Namespace) -> int:
+    from .discover import discover
+
+    try:
+        students = [f.student for f in discover(Path(args.submissions), [])]
+        sizes = shard_sizes(students, args.count)
+    except (GradingError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    width = len(str(args.count - 1))
+    for index, size in enumerate(sizes):
+        print(f"shard {index:>{width}}/{args.count}: {size} students")
+    mean = len(set(students)) / args.count
+    print(f"{len(set(students))} students; the largest shard holds {max(sizes)} (mean {mean:.1f})")
+    return 0
 
 
 def _cmd_merge(args: argparse.Namespace) -> int:

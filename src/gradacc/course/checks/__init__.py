@@ -70,7 +70,7 @@ def run_check(exercise: str, body: Callable[[], str | None]) -> bool:
             warnings.simplefilter("ignore")
             problem = body()
     except NotImplementedError:
-        problem = _("not answered yet (the solution cell still raises NotImplementedError)")
+        problem = _("not answered yet (the answer cell still raises NotImplementedError)")
     except Exception as exc:  # the student's code failed: say how
         problem = _("your code raised {error}: {message}").format(error=type(exc).__name__, message=exc)
     ok = report(exercise, problem is None, problem or "")
