@@ -283,7 +283,7 @@ def test_the_package_prints_what_the_edition_stores(monkeypatch):
     assert portuguese.splitlines() == [
         "Exercício 9.1: correto",
         "Exercício 9.2: incorreto - f(2) = 3, esperado 4 (tolerância 0)",
-        "Exercício 9.3: incorreto - ainda sem resposta (a célula de solução ainda lança NotImplementedError)",
+        "Exercício 9.3: incorreto - ainda sem resposta (a célula de resposta ainda lança NotImplementedError)",
         "Exercício 9.4: incorreto - f(2) deveria ser um número, mas é 'three'",
     ]
     monkeypatch.setenv(i18n.ENV_VAR, "pt-BR")
@@ -446,6 +446,6 @@ def test_a_pt_exercise_fails_exactly_at_its_checks_in_portuguese():
     assert run.returncode == 1 and run.failed_cells == checks == [3, 5], run.output[-2000:]
     for index, exercise in zip(checks, ("1.1", "1.2"), strict=True):
         assert run.cells[index]["message"].startswith(
-            f"O exercício {exercise} ainda não está correto: ainda sem resposta (a célula de solução ainda lança "
+            f"O exercício {exercise} ainda não está correto: ainda sem resposta (a célula de resposta ainda lança "
             "NotImplementedError). Corrija e rode esta célula de novo"
         ), run.cells[index]["message"][:300]
