@@ -5,7 +5,7 @@ The replica (``tests/colab_replica.py``) is an environment of Colab's Python (3.
 transformers 5.15, accelerate 1.14, optax 0.2.8, ...), the course installed into it with the Colab setup cell's own
 command. The notebooks then run there with the same checks as on the pinned environment
 (test_notebooks.py): lessons to the end (tagged outputs compared), solutions pass every check, exercises fail exactly
-at their checks and pass with the answers put back.
+at their checks (two of them: ``UNANSWERED_ON_COLAB``) and pass with the answers put back.
 """
 
 from __future__ import annotations
@@ -90,6 +90,16 @@ def test_solution_passes_its_checks_on_colab(path: Path, request):
     check_solution(path, _python(path, request), env="colab", peak_limit_mib=COLAB_PEAK_LIMIT_MIB)
 
 
-@pytest.mark.parametrize("path", by_solution("colab"), ids=lambda p: p.name)
+UNANSWERED_ON_COLAB = {"01_theory", "07_distributed"}
+"""Exercises whose unanswered release runs on the replica too. Its cells are the solution's but for the answer cells,
+which raise ``NotImplementedError`` before any library call: what Colab's versions could change there is IPython 7.34's
+error report (01) and a check that would start ranks (07); the solution runs of every exercise above cover the rest,
+and every exercise's unanswered release runs on the pins (``tests/test_notebooks.py``). The other nine took 141 s of
+test time on Colab's build (fresh-clone run of 2026-12-03) for no new path."""
+
+
+@pytest.mark.parametrize(
+    "path", [p for p in by_solution("colab") if p.values[0].stem in UNANSWERED_ON_COLAB], ids=lambda p: p.name
+)
 def test_exercise_fails_exactly_at_checks_on_colab(path: Path, request):
     check_exercise(path, _python(path, request), env="colab")

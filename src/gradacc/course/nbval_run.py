@@ -280,14 +280,16 @@ def _kill_tree(pid: int) -> None:
         pass
 
 
-TREE_SAMPLE_S = 0.25
-"""Seconds between two samples of ``_TreeSampler`` (a rank of lesson 05 or 09 lives for several seconds)."""
+TREE_SAMPLE_S = 1.0
+"""Seconds between two samples of ``_TreeSampler`` (a rank of lesson 05 or 09 lives for several seconds, its memory a
+plateau while it trains). Every sample costs CPU in the sampling process: at 0.25 s, 2.2-3.0 s of CPU for a 25-30 s
+run of lesson 07, about 110 s of CPU over the test suite's notebook runs (2026-12-03)."""
 
 
 class _TreeSampler:
     """A thread that sums the PSS (``psutil``'s ``memory_full_info().pss``: /proc/PID/smaps_rollup) of every
     descendant of ``pid`` every ``TREE_SAMPLE_S`` seconds and keeps the largest sum (MiB). Processes that end between
-    two samples are missed; a sample costs about a millisecond per process."""
+    two samples are missed; a sample costs 5-12 ms of CPU per process that imported torch (psutil 7, 2026-12-03)."""
 
     def __init__(self, pid: int) -> None:
         import threading
