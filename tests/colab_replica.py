@@ -69,9 +69,10 @@ def ipywidgets_target() -> Path:
 def build() -> Path:
     """The replica's virtual environment (built on first use; see the module docstring). Returns its folder."""
     requirements = [f"{name}=={version}" for name, version in pins().items()]
-    # --no-compile: the replica's 18,000 modules compiled at install took about 65 s of CPU while the tests start (9.5 s
-    # for transformers' 2,590); the kernels compile only what they import, once (the replica is writable)
-    return isolated_venv("colab-replica", requirements, python=find_python(PYTHON_VERSION), bytecode=False)
+    # pip compiles the bytecode at install (about 65 s of CPU for the replica's 18,000 modules): with the machine's
+    # PYTHONDONTWRITEBYTECODE=1 no kernel would write it, and each would compile every module it imports, every time
+    # (tried 2026-12-03: Colab's kernels took 935 s of CPU instead of 731)
+    return isolated_venv("colab-replica", requirements, python=find_python(PYTHON_VERSION))
 
 
 def _course_hash() -> str:

@@ -79,11 +79,9 @@ def pip_target(name: str, requirements: list[str]) -> Path:
     return _build(name, _key(sys.version, *requirements), make)
 
 
-def isolated_venv(name: str, requirements: list[str], python: str | None = None, bytecode: bool = True) -> Path:
+def isolated_venv(name: str, requirements: list[str], python: str | None = None) -> Path:
     """A virtual environment of its own (not seeing the .venv's packages) with ``requirements`` installed; returns
-    its folder (executables in ``bin/``). ``python``: the interpreter to build it from (default: the .venv's base).
-    ``bytecode=False``: pip's ``--no-compile`` (no bytecode at install; Python writes it for each module on its first
-    import instead)."""
+    its folder (executables in ``bin/``). ``python``: the interpreter to build it from (default: the .venv's base)."""
     base = python or getattr(sys, "_base_executable", sys.executable)
     version = subprocess.run(
         [base, "-c", "import sys; print(sys.version)"], capture_output=True, text=True
@@ -94,7 +92,7 @@ def isolated_venv(name: str, requirements: list[str], python: str | None = None,
         # `bin/python -m tool` (bin/python finds its pyvenv.cfg from where it is called, so it survives the rename).
         _run([base, "-m", "venv", str(tmp)], "python -m venv")
         pip = [str(tmp / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
-        _run([*pip, *([] if bytecode else ["--no-compile"]), *requirements], f"pip install {requirements}")
+        _run([*pip, *requirements], f"pip install {requirements}")
 
     return _build(name, _key(version, *requirements), make)
 
