@@ -205,12 +205,12 @@ def install_hint(extra: str, where: Runtime | None = None) -> str:
     """
     if extra not in EXTRAS:
         raise ValueError(f"extra must be one of {list(EXTRAS)}, got {extra!r}")
-    lessons = EXTRAS[extra][1]
-    if (where or runtime()) == "colab":
+    lessons, where = EXTRAS[extra][1], where or runtime()
+    if where == "colab":
         first = "this lesson's first cell" if extra == "libs" else f"the first cell of lesson {lessons[0]}"
         return f"on Colab, {first} installs them: run it (`gradacc[libs{',stacks' if extra == 'stacks' else ''}]`)"
     extras = "libs" if extra == "libs" else "libs,stacks"
-    if where == "binder" or (where is None and runtime() == "binder"):
+    if where == "binder":
         return (
             f"Binder's image should hold them (binder/requirements.txt): in a terminal, `pip install -e '.[{extras}]'`"
             " in the course's folder adds them for this session"

@@ -395,16 +395,15 @@ def _cmd_count(args: argparse.Namespace) -> int:
     from .discover import discover
 
     try:
-        students = [f.student for f in discover(Path(args.submissions), [])]
-        sizes = shard_sizes(students, args.count)
+        students = {f.student for f in discover(Path(args.submissions), [])}
+        sizes = shard_sizes(list(students), args.count)
     except (GradingError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     width = len(str(args.count - 1))
     for index, size in enumerate(sizes):
         print(f"shard {index:>{width}}/{args.count}: {size} students")
-    mean = len(set(students)) / args.count
-    print(f"{len(set(students))} students; the largest shard holds {max(sizes)} (mean {mean:.1f})")
+    print(f"{len(students)} students; the largest shard holds {max(sizes)} (mean {len(students) / args.count:.1f})")
     return 0
 
 
