@@ -1,7 +1,8 @@
 """Shared fixtures, and an end-of-session report: every notebook run's wall time and kernel peak memory, and the
 measurements tests record (e.g. the browser test's redraw time). Every test's duration (set-up + call + tear-down,
-seconds) goes to ``test-artifacts/durations.json`` with the totals per file: where the suite's time goes, to read
-(never asserted; tests/README.md gives the budget).
+seconds) and CPU time (the test process's threads and the children it waited for: notebook runners and their kernels,
+ranks, graders) go to ``test-artifacts/durations.json`` with the totals per file: where the suite's time goes, to
+read (never asserted; tests/README.md gives the budget).
 
 Records go to a JSON-lines file named by ``GRADACC_TEST_REPORT`` (set once by the controlling pytest process, inherited
 by pytest-xdist workers), so the report is complete with ``-n 2`` too.
@@ -232,27 +233,67 @@ def pytest_handlecrashitem(crashitem, report, sched) -> None:
 
 
 _DURATIONS: dict[str, float] = {}
+_CPU: dict[str, float] = {}
+
+
+def _cpu_s() -> float:
+    """CPU seconds (user + system) of this process's threads and of its children that have ended and been waited for
+    (a notebook's runner and its kernel, ranks, graders' processes)."""
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item) -> None:
+    item._gradacc_cpu = _cpu_s()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_call(item) -> None:
+    item._gradacc_cpu = _cpu_s()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_teardown(item) -> None:
+    item._gradacc_cpu = _cpu_s()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """Each phase's CPU seconds in the report (``user_properties``, which pytest-xdist sends to the controller)."""
+    report = (yield).get_result()
+    if hasattr(item, "_gradacc_cpu"):
+        report.user_properties.append(("cpu_s", _cpu_s() - item._gradacc_cpu))
 
 
 def pytest_runtest_logreport(report) -> None:
     """In the controlling process (pytest-xdist forwards the workers' reports): each test's set-up, call and
-    tear-down seconds, summed."""
+    tear-down seconds, and CPU seconds, summed."""
     _DURATIONS[report.nodeid] = _DURATIONS.get(report.nodeid, 0.0) + report.duration
+    cpu = sum(value for name, value in report.user_properties if name == "cpu_s")
+    _CPU[report.nodeid] = _CPU.get(report.nodeid, 0.0) + cpu
 
 
 def _write_durations(config) -> Path | None:
     if hasattr(config, "workerinput") or not _DURATIONS:
         return None
-    per_file: dict[str, float] = {}
-    for nodeid, seconds in _DURATIONS.items():
-        per_file[nodeid.split("::")[0]] = per_file.get(nodeid.split("::")[0], 0.0) + seconds
+
+    def per_file(seconds: dict[str, float]) -> dict[str, float]:
+        files: dict[str, float] = {}
+        for nodeid, value in seconds.items():
+            files[nodeid.split("::")[0]] = files.get(nodeid.split("::")[0], 0.0) + value
+        return {f: round(s, 1) for f, s in sorted(files.items(), key=lambda item: -item[1])}
+
     path = ROOT / "test-artifacts" / "durations.json"
     path.parent.mkdir(exist_ok=True)
     data = {
         "tests": len(_DURATIONS),
         "total_s": round(sum(_DURATIONS.values()), 1),
-        "per_file_s": {f: round(s, 1) for f, s in sorted(per_file.items(), key=lambda item: -item[1])},
+        "total_cpu_s": round(sum(_CPU.values()), 1),
+        "per_file_s": per_file(_DURATIONS),
+        "per_file_cpu_s": per_file(_CPU),
         "per_test_s": {t: round(s, 2) for t, s in sorted(_DURATIONS.items(), key=lambda item: -item[1])},
+        "per_test_cpu_s": {t: round(s, 2) for t, s in sorted(_CPU.items(), key=lambda item: -item[1])},
     }
     path.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
     return path
