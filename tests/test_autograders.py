@@ -6,10 +6,10 @@ resolve together with every pin of requirements.txt (``pip install --dry-run``: 
 moved), but in the .venv nbgrader would add its server and JupyterLab extensions to every learner's ``make lab``.
 
 One module fixture builds everything once (one xdist group): both exports, nbgrader's release, Otter's assign
-output, and four submissions of every exercise, written once and graded by all three graders at the same time (three
-threads): ``nbgrader autograde`` (one call for all), Otter's ``otter run`` (its function, once per submission, in one
-process) and ``gradacc grade`` (one call for all, on the nbgrader files themselves: it grades them by cell id). The
-submissions:
+output, and two to four submissions of every exercise (``kinds_of``), written once and graded by all three graders at
+the same time (three threads): ``nbgrader autograde`` (one call for all), Otter's ``otter run`` (its function, once per
+submission, in one process) and ``gradacc grade`` (one call for all, on the nbgrader files themselves: it grades them
+by cell id). The submissions:
 
 * ``reference``: the reference solution's answer cells: full points. Graded only where the two wrong answers below
   leave a check that keeps its points in neither (``needs_reference``: 08, whose 8.3 needs 8.2 right); elsewhere
