@@ -14,8 +14,10 @@ by cell id). The submissions:
 * ``reference``: the reference solution's answer cells: full points. Graded only where the two wrong answers below
   leave a check that keeps its points in neither (``needs_reference``: 08, whose 8.3 needs 8.2 right); elsewhere
   every check is right in one of them and keeps its points there, the path the reference would show (and
-  ``gradacc grade`` runs each reference twice to calibrate its hidden checks). Suite cost: the other ten took 30
-  notebook runs (about 250 s of CPU) for no new path;
+  ``gradacc grade`` runs each reference twice to calibrate its hidden checks; a fully correct row without flags is
+  ``tests/test_grading.py::test_correct_submission_gets_full_points_in_the_same_run``). Asserted for every exercise:
+  ``test_every_check_is_shown_losing_and_keeping_its_points_in_every_grader``. Suite cost: the other ten took 30
+  notebook runs (about 250 s of CPU);
 * ``unanswered``: the release as handed out: 0, for ``UNANSWERED`` only (01 and 08, the two cheapest runs). An
   unanswered answer cell raises ``NotImplementedError``, every check of it then fails the way a wrong answer's does in
   each tool; every exercise's unanswered release is run by ``tests/test_notebooks.py`` (it fails exactly at its
@@ -447,6 +449,19 @@ def test_gradacc_grade_says_why_the_points_were_lost(graded):
             for check in forged:
                 assert row.hidden[check] != "passed", (stem, kind, row)
                 assert f"{check}: hidden check failed" in row.message, row.message
+
+
+def test_every_check_is_shown_losing_and_keeping_its_points_in_every_grader():
+    """What ``kinds_of`` leaves graded still shows, for every exercise and in each of the three graders, every check
+    taking a mistake's points (targeted by ``wrong1`` or ``wrong2``) and giving a correct answer its points (in the
+    other wrong answer, or in the reference where ``needs_reference``). A new check sharing an answer cell with two
+    others, or a new ``REQUIRES``, that left a check unshown would fail here."""
+    for stem in STEMS:
+        full = {str(c["check"]): c["points"] for c in REFS[stem].checks}
+        points = {kind: expected_points(stem, kind) for kind in kinds_of(stem) if kind != "unanswered"}
+        lost = {check for got in points.values() for check, p in got.items() if p == 0}
+        kept = {check for got in points.values() for check, p in got.items() if p == full[check]}
+        assert lost == set(full) == kept, (stem, kinds_of(stem), sorted(set(full) - lost), sorted(set(full) - kept))
 
 
 # ------------------------------------------------------------------------------------------- the hidden test itself
