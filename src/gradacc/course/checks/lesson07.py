@@ -6,9 +6,9 @@ token). Exercises 7.2 and 7.3 check one function, ``train_epoch_ddp(ddp_model, o
 one gradient all-reduce per window (7.2) and the weights of one process accumulating the same windows (7.3). Both run
 the learner's function on 2 real ranks (``gradacc.workers.ddp_answer``, forked by ``gradacc.workers.ranks`` with the
 rank variables torchrun would set, without its agent; a communication hook counts DDP's all-reduces), where
-synchronization matters: in a one-process group there is nothing to sync, and code that skips ``no_sync()`` there (Accelerate's guide does, for ``num_processes == 1``) is right. 7.3's ranks hold
-micro-batches of different sizes: in one process a missing all-reduce of the sample count changes nothing, across
-ranks it does.
+synchronization matters: in a one-process group there is nothing to sync, and code that skips ``no_sync()`` there
+(Accelerate's guide does, for ``num_processes == 1``) is right. 7.3's ranks hold micro-batches of different sizes: in
+one process a missing all-reduce of the sample count changes nothing, across ranks it does.
 """
 
 from __future__ import annotations
