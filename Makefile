@@ -91,7 +91,8 @@ translations: $(STAMP)
 # tests' own build waits for it on the cache's file lock. Its output: build/test-cache/replica-early.log. It comes
 # first among test's prerequisites: make merges the prerequisites of a target's rules with the recipe's rule's own
 # first, so a separate `test: replica-early` rule started it only after .venv's install (2026-12-06: the replica was
-# ready 327 s after make started, one core idle for the install's 120 s; first: 113 s, both cores busy).
+# ready 327 s after make started, one core idle for the install's 120 s; first: ready after 106-153 s in three
+# runs, both cores busy).
 REPLICA_EARLY := $(if $(filter file,$(origin PYTEST_ARGS)),replica-early)
 replica-early:
 	@mkdir -p build/test-cache
