@@ -33,7 +33,7 @@ from gradacc.grading.merge import HIDDEN_PREAMBLE
 from gradacc.grading.score import same_output
 
 CORPUS = ROOT / "tests" / "wrong_answers"
-RIGHT = ROOT / "tests" / "right_answers"  # correct answers written another way: full points on every seed
+RIGHT = ROOT / "tests" / "right_answers"  # correct answers written another way: full points on every seed run
 SEEDS = range(1, 11)
 """The grading seeds every mistake and alternative runs on in full here. 10, not the 20 of earlier landings: the hidden
 5.2 (a Trainer per seed), 6.x (JAX compiles), 7.2/7.3 (2 ranks) and 9.2 checks took 0.8-1.6 s of test time per seed
@@ -221,8 +221,8 @@ def _reference_per_seed(check: str) -> tuple[str, ...]:
     ids=[f"{m.check} {m.name}" for m in MISTAKES],
 )
 def test_the_hidden_check_rejects_the_mistake_on_every_seed(mistake):
-    """The mistake prints a different result from the reference on every seed of ``SEEDS`` (so it is really wrong on the check's
-    inputs, and the grader takes the check's points every time); the reference's seeds all differ."""
+    """The mistake prints a different result from the reference on every seed of ``SEEDS`` (so it is really wrong on
+    the check's inputs, and the grader takes the check's points every time); the reference's seeds all differ."""
     want = _reference_per_seed(mistake.check)
     got = _hidden_per_seed(mistake.check, define(mistake.check, mistake.source, mistake.name))
     lost = sum(not same_output(g, w) for g, w in zip(got, want, strict=True))
@@ -239,8 +239,8 @@ def test_the_hidden_check_rejects_the_mistake_on_every_seed(mistake):
 )
 def test_a_correct_alternative_gets_full_points_on_every_seed(answer):
     """An answer the lesson does not forbid (another guard, another API for the same sync) passes the visible check
-    and prints the reference's hidden results on every seed of ``SEEDS``: a check judges what it teaches, not one way to write
-    it."""
+    and prints the reference's hidden results on every seed of ``SEEDS``: a check judges what it teaches, not one way
+    to write it."""
     answers = exercise(_stem_of(answer.check)).answers
     namespace = define(answer.check, answer.source, answer.name)
     for check in [c for c, name in answers.items() if name == answers[answer.check]]:  # 7.2 and 7.3: one function
