@@ -205,6 +205,7 @@ def pytest_runtest_protocol(item, nextitem):
     (``pytest_handlecrashitem``), so a hang in CI says where it hung."""
     import faulthandler
 
+    item._gradacc_cpu = _cpu_s()  # where its set-up's CPU seconds start (pytest_runtest_makereport)
     worker = getattr(item.config, "workerinput", {}).get("workerid")
     timeout = item.config.getini("timeout")
     marker = item.get_closest_marker("timeout")
@@ -243,27 +244,14 @@ def _cpu_s() -> float:
     return t.user + t.system + t.children_user + t.children_system
 
 
-@pytest.hookimpl(tryfirst=True)
-def pytest_runtest_setup(item) -> None:
-    item._gradacc_cpu = _cpu_s()
-
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_runtest_call(item) -> None:
-    item._gradacc_cpu = _cpu_s()
-
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_runtest_teardown(item) -> None:
-    item._gradacc_cpu = _cpu_s()
-
-
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
-    """Each phase's CPU seconds in the report (``user_properties``, which pytest-xdist sends to the controller)."""
+    """Each phase's CPU seconds in the report (``user_properties``, which pytest-xdist sends to the controller): since
+    the test's protocol began (``pytest_runtest_protocol``) or its previous phase's report."""
     report = (yield).get_result()
-    if hasattr(item, "_gradacc_cpu"):
-        report.user_properties.append(("cpu_s", _cpu_s() - item._gradacc_cpu))
+    now = _cpu_s()
+    report.user_properties.append(("cpu_s", now - getattr(item, "_gradacc_cpu", now)))
+    item._gradacc_cpu = now
 
 
 def pytest_runtest_logreport(report) -> None:

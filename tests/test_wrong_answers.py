@@ -321,23 +321,20 @@ def test_every_mistake_loses_the_cheap_hidden_checks_on_1000_seeds(check):
     fails, and so does an alternative that prints anything else."""
     reference = define(check, exercise(_stem_of(check)).references[check], "reference")
     want = [hidden_output(check, reference, seed) for seed in REPLAYED_SEEDS]
+
+    def seeds_where(answer: Mistake, same: bool) -> list[int]:
+        """The seeds on which ``answer`` prints the reference's result (``same``) or another one."""
+        namespace = define(check, answer.source, answer.name)
+        outputs = (hidden_output(check, namespace, seed) for seed in REPLAYED_SEEDS)
+        return [seed for seed, got, w in zip(REPLAYED_SEEDS, outputs, want, strict=True) if same_output(got, w) == same]
+
     mistakes = [m for m in MISTAKES if m.check == check]
     for mistake in mistakes:
-        namespace = define(check, mistake.source, mistake.name)
-        passed = [
-            seed
-            for seed, w in zip(REPLAYED_SEEDS, want, strict=True)
-            if same_output(hidden_output(check, namespace, seed), w)
-        ]
+        passed = seeds_where(mistake, same=True)
         assert passed == [], f"{mistake.where} ({mistake.name}) passes hidden {check} on seeds {passed[:10]}"
     alternatives = [a for a in ALTERNATIVES if a.check == check]
     for answer in alternatives:
-        namespace = define(check, answer.source, answer.name)
-        lost = [
-            seed
-            for seed, w in zip(REPLAYED_SEEDS, want, strict=True)
-            if not same_output(hidden_output(check, namespace, seed), w)
-        ]
+        lost = seeds_where(answer, same=False)
         assert lost == [], f"{answer.where} ({answer.name}) loses hidden {check} on seeds {lost[:10]}"
     print(
         f"hidden {check}: {len(mistakes)} mistakes lose and {len(alternatives)} correct alternatives keep the points "
