@@ -20,6 +20,7 @@ Commands (this file imports nothing from gradacc; run it with the course's Pytho
 
     python tests/cited_lines.py                  # list the problems, as the test does
     python tests/cited_lines.py --update-missing # add an entry for every new citation; never changes an entry
+    python tests/cited_lines.py --remove-stale   # drop the entries of citations no longer in the text
     python tests/cited_lines.py --check-downloads [--cache DIR]   # re-read the other versions' lines from PyPI
 
 ``--update-missing`` guesses the distribution, the file and the version from the citation and the words around it
@@ -287,7 +288,7 @@ def _diff(expected: list[str], now: list[str], first: int) -> str:
 # ---------------------------------------------------------------- guessing a new entry (--update-missing)
 
 _VERSION_AFTER = re.compile(
-    r"^[^()\n;]{0,80}?\b(?:(?P<name>[A-Za-z][\w-]*) |at (?:tag )?|in )v?(?P<version>\d+\.\d+(?:\.\d+)?)"
+    r"^[^();]{0,80}?\b(?:(?P<name>[A-Za-z][\w-]*)\s+|at\s+(?:tag\s+)?|in\s+)v?(?P<version>\d+\.\d+(?:\.\d+)?)"
 )
 _VERSION_BEFORE = re.compile(r"(?P<version>\d+\.\d+(?:\.\d+)?),?(?: Colab's)? `*$")
 
@@ -400,6 +401,17 @@ def update_missing(cache: Path | None) -> list[dict]:
     return added
 
 
+def remove_stale() -> list[dict]:
+    """Drop the entries (and not_citations) whose citation is no longer in the text; return the entries dropped."""
+    table = load_table()
+    cited = {(c.where, c.cite) for c in all_citations()}
+    gone = [e for e in table["entries"] if _key(e) not in cited]
+    table["entries"] = [e for e in table["entries"] if _key(e) in cited]
+    table["not_citations"] = [e for e in table.get("not_citations", []) if _key(e) in cited]
+    save_table(table)
+    return gone
+
+
 # ---------------------------------------------------------------- other releases (--check-downloads)
 
 
@@ -441,12 +453,16 @@ def check_downloads(cache: Path) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--update-missing", action="store_true", help="add entries for new citations")
+    parser.add_argument("--remove-stale", action="store_true", help="drop entries whose citation is gone")
     parser.add_argument("--check-downloads", action="store_true", help="re-read the other releases' lines (PyPI)")
     parser.add_argument("--cache", type=Path, default=None, help="where releases are downloaded and unpacked")
     args = parser.parse_args(argv)
     if args.update_missing:
         for entry in update_missing(args.cache):
             print("added:", _fmt(entry))
+    if args.remove_stale:
+        for entry in remove_stale():
+            print("removed:", _fmt(entry))
     if args.check_downloads:
         found = check_downloads(args.cache or Path("/tmp/cited_lines_cache"))
         print("\n".join(found) or "every stored line matches its release")
