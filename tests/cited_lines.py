@@ -395,10 +395,25 @@ def update_missing(cache: Path | None) -> list[dict]:
                     keys.add((c.where, c.cite))
                     added.append(entry)
                 known = entry
+            elif not known.get("text") and known.get("dist") and known.get("version") and known.get("file"):
+                known["text"] = _text_of(known, cache)  # an entry written without its release's source: fill it in
+                if known["text"]:
+                    added.append(known)
             if c.path is not None:
                 previous = known
     save_table(table)
     return added
+
+
+def _text_of(entry: dict, cache: Path | None) -> list[str] | None:
+    if kind_of(entry) == "installed":
+        return read_lines(installed_root(entry["dist"]), entry["file"], entry["lines"])
+    if cache is None:
+        return None
+    try:
+        return read_lines(release_source(entry["dist"], entry["version"], cache), entry["file"], entry["lines"])
+    except (subprocess.CalledProcessError, StopIteration):
+        return None
 
 
 def remove_stale() -> list[dict]:
@@ -459,7 +474,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.update_missing:
         for entry in update_missing(args.cache):
-            print("added:", _fmt(entry))
+            print("added or completed:", _fmt(entry))
     if args.remove_stale:
         for entry in remove_stale():
             print("removed:", _fmt(entry))
