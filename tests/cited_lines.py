@@ -12,7 +12,8 @@ Three kinds of entry, by the version they name:
   file (``importlib.metadata``; nothing is imported) and compares the lines, so a pin bump that moves a cited line
   fails, naming the notebook, the cell and what the line holds now;
 - Colab's version (``colab/requirements.txt``): the text stored in the table, copied from that release's wheel; the
-  test fails when Colab's pin changes, and ``--check-downloads`` re-reads every such line from the release itself;
+  test fails when Colab's pin changes, ``tests/test_colab_replica.py`` compares every such line with the Colab
+  replica's installed file (``check_colab``), and ``--check-downloads`` re-reads it from the release itself;
 - any other release (a DeepSpeed tag, the graders' nbgrader and Otter, torch 2.11 where Colab's Python is not the
   point): the same, stored and re-read by ``--check-downloads``.
 
@@ -462,6 +463,27 @@ def check_downloads(cache: Path) -> list[str]:
         if now != e["text"]:
             shown = _diff(e["text"], now, e["lines"][0]) if now and e["text"] else now
             out.append(f"{_place(e['where'])}: `{e['cite']}` ({e['dist']} {e['version']}, {e['file']}): {shown}")
+    return out
+
+
+def check_colab(site: Path) -> list[str]:
+    """The entries for Colab's versions against an environment that has them installed (the Colab replica's
+    ``site-packages``, ``tests/test_colab_replica.py``): what a Colab learner's library holds at those lines."""
+    out = []
+    for e in load_table()["entries"]:
+        if not e.get("colab"):
+            continue
+        stem = e["dist"].replace("-", "_")
+        versions = {p.name[len(stem) + 1 : -len(".dist-info")].split("+")[0] for p in site.glob(f"{stem}-*.dist-info")}
+        label = f"{_place(e['where'])}: `{e['cite']}` ({e['dist']} {e['version']}, {e['file']}:{_span(e)})"
+        if e["version"] not in versions:
+            out.append(f"{label}: {site} holds {e['dist']} {sorted(versions) or 'nowhere'}, not Colab's {e['version']}")
+            continue
+        now = read_lines(site, e["file"], e["lines"])
+        if now is None:
+            out.append(f"{label}: {site} has no such file or lines")
+        elif now != e["text"]:
+            out.append(f"{label}: the lines differ in Colab's installed copy.\n{_diff(e['text'], now, e['lines'][0])}")
     return out
 
 

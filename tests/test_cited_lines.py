@@ -37,3 +37,32 @@ def test_a_moved_line_a_new_citation_and_a_stale_entry_each_fail_naming_the_cell
         for f in found
     ), found
     assert any("`gone.py:7`" in f and "no longer cites it" in f for f in found), found
+
+
+def _place(entry: dict) -> str:
+    return cited_lines._place(entry["where"])
+
+
+def test_colabs_lines_are_checked_against_an_environment_with_colabs_versions(tmp_path):
+    """``check_colab`` (run on the Colab replica by test_colab_replica.py) reads Colab's installed copy: a line that
+    differs there and a library of another version both fail, naming the cell."""
+    entries = [e for e in cited_lines.load_table()["entries"] if e.get("colab") and e["dist"] == "transformers"]
+    (tmp_path / "transformers-5.15.0.dist-info").mkdir()
+    for e in entries:  # Colab's copy as the table says, but one cited line rewritten
+        path = tmp_path / e["file"]
+        path.parent.mkdir(parents=True, exist_ok=True)
+        lines = path.read_text().splitlines() if path.exists() else []
+        lines += [""] * (e["lines"][1] - len(lines))
+        lines[e["lines"][0] - 1 : e["lines"][1]] = e["text"]
+        path.write_text("\n".join(lines) + "\n")
+    moved = entries[0]
+    path = tmp_path / moved["file"]
+    lines = path.read_text().splitlines()
+    lines[moved["lines"][0] - 1] = "# moved"
+    path.write_text("\n".join(lines) + "\n")
+    found = cited_lines.check_colab(tmp_path)
+    assert any(f"`{moved['cite']}`" in f and "differ in Colab's installed copy" in f for f in found), found
+    line = moved["lines"][0]
+    untouched = [e for e in entries if e["file"] != moved["file"] or not e["lines"][0] <= line <= e["lines"][1]]
+    assert not any(f"`{e['cite']}` (transformers" in f and _place(e) in f for e in untouched for f in found), found
+    assert any("holds torch nowhere, not Colab's 2.11.0" in f for f in found), found

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import cited_lines
 import colab_replica
 import pytest
 from conftest import record_measurement
@@ -65,6 +66,18 @@ def test_setup_cell_keeps_every_colab_version(colab_python):
     assert changed == {}, f"the setup cell changed Colab's versions (name: (Colab's, now)): {changed}"
     assert "gradacc" in installed and "nbval" in installed
     print(f"{len(colab_replica.pins())} Colab pins kept; gradacc {installed['gradacc']}, nbval {installed['nbval']}")
+
+
+def test_every_line_cited_in_colabs_versions_holds_in_the_replica(colab_python):
+    """The course's citations of Colab's versions (tests/cited_lines.json, ``"colab": true``: transformers 5.15,
+    torch 2.11, accelerate 1.14, keras 3.13.2) say what the replica's installed files hold at those lines. Reads files
+    only; the pinned versions' citations are checked by test_cited_lines.py."""
+    site = colab_replica._site_packages(Path(colab_python).parents[1])
+    found = cited_lines.check_colab(site)
+    assert not found, "\n\n".join(found)
+    print(
+        f"{sum(bool(e.get('colab')) for e in cited_lines.load_table()['entries'])} lines cited in Colab's versions hold"
+    )
 
 
 def test_lesson_10s_setup_cell_keeps_colabs_own_libraries(colab_stacks_python):
