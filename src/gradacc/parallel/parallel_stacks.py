@@ -4,6 +4,8 @@ and by what, and when it syncs, measured on the installed torch and jax.
 * ``pipeline_stage_module``: the digits MLP cut into pipeline stages (``torch.distributed.pipelining``).
 * ``item_cross_entropy`` and ``padded_digit_sequences``: a loss over the items of a micro-batch (samples, or tokens
   that are not padding) and padded sequences of digit "tokens", for the unequal cases.
+* ``trl_packed_micro_batches``: documents of digit "tokens" packed to one length and collated by TRL's own
+  ``pack_dataset`` and ``DataCollatorForLanguageModeling`` (the first label of every document becomes ``-100``).
 * ``run_parallel_lesson``: 2 gloo ranks of ``gradacc.workers.parallel_stacks`` (pipeline schedules' division, where
   the data-parallel sync happens, token counts across context-parallel ranks, FSDP2's mixed precision with an unused
   layer, DDP ``static_graph`` with ``no_sync()``).
@@ -20,6 +22,7 @@ and by what, and when it syncs, measured on the installed torch and jax.
 from __future__ import annotations
 
 import contextlib
+import functools
 import inspect
 import io
 from collections.abc import Callable, Sequence
@@ -42,6 +45,7 @@ __all__ = [
     "pipeline_stage_module",
     "item_cross_entropy",
     "padded_digit_sequences",
+    "trl_packed_micro_batches",
     "run_parallel_lesson",
     "run_jax_sharding",
     "GatedMLP",
@@ -106,6 +110,46 @@ def padded_digit_sequences(lengths: Sequence[int], seq_len: int, start: int = 0)
     tokens = x[start:stop].reshape(len(lengths), seq_len, -1)
     padding = torch.arange(seq_len) >= torch.tensor(list(lengths)).reshape(-1, 1)
     return tokens, y[start:stop].reshape(len(lengths), seq_len).masked_fill(padding, -100)
+
+
+@functools.cache
+def _trl_packs(document_lengths: tuple[int, ...], seq_length: int, packs_per_micro_batch: int, start: int) -> tuple:
+    import datasets
+    from trl.data_utils import pack_dataset
+    from trl.trainer.sft_trainer import DataCollatorForLanguageModeling
+
+    offsets = [start + sum(document_lengths[:k]) for k in range(len(document_lengths))]
+    documents = [list(range(o, o + n)) for o, n in zip(offsets, document_lengths, strict=True)]
+    shown = datasets.is_progress_bar_enabled()
+    datasets.disable_progress_bars()  # no "Map: 100%" lines in a notebook's output
+    try:
+        packs = list(pack_dataset(datasets.Dataset.from_dict({"input_ids": documents}), seq_length, strategy="bfd"))
+    finally:
+        if shown:
+            datasets.enable_progress_bars()
+    collate = DataCollatorForLanguageModeling(pad_token_id=0, padding_free=True)
+    step = packs_per_micro_batch
+    return tuple(collate(packs[k : k + step]) for k in range(0, len(packs), step))
+
+
+def trl_packed_micro_batches(
+    document_lengths: Sequence[int], seq_length: int, *, packs_per_micro_batch: int = 1, start: int = 0
+) -> list[dict[str, Any]]:
+    """Documents packed and collated by TRL's own code, as ``SFTTrainer(args=SFTConfig(packing=True))`` does: document
+    ``k`` holds ``document_lengths[k]`` consecutive token ids, counted from ``start`` (each id the index of a digit of
+    ``load_digits_tensors()``, so the digits MLP can read a token as a digit); ``trl.data_utils.pack_dataset``
+    (``strategy="bfd"``, TRL's default) packs them into rows of at most ``seq_length`` tokens, and
+    ``DataCollatorForLanguageModeling(padding_free=True)`` (packing with ``"bfd"`` turns ``padding_free`` on) collates
+    ``packs_per_micro_batch`` packs into each micro-batch: one row, ``position_ids`` restarting at 0 for every
+    document, and the label of every document's first token set to ``-100``. Computed once per argument set; every
+    call returns fresh tensors.
+
+    Returns:
+        one dict per micro-batch, in TRL's pack order, with ``input_ids``, ``labels`` and ``position_ids``
+        (``[1, T]`` int64) and TRL's other keys.
+    """
+    batches = _trl_packs(tuple(int(n) for n in document_lengths), int(seq_length), int(packs_per_micro_batch), start)
+    return [{k: v.clone() if isinstance(v, torch.Tensor) else v for k, v in batch.items()} for batch in batches]
 
 
 def run_parallel_lesson(
