@@ -13,6 +13,8 @@ and by what, and when it syncs, measured on the installed torch and jax.
 * ``GatedMLP`` and ``fsdp_bf16_window``: FSDP2 with ``MixedPrecisionPolicy(bfloat16, reduce_dtype=float32)`` and a
   layer that some micro-steps do not use, in the root FSDP unit or as its own unit, on the ranks of the process group
   that exists (one gloo rank in this process if none does).
+* ``fsdp_skipped_window``: a window that never uses ``extra``, after one that did, with AdamW: FSDP2 leaves its
+  ``.grad`` None (the optimizer skips it) while the output-times-0 workaround gives zeros that AdamW applies.
 * ``source_line``: where a library does something, read from its installed source (file and line).
 * ``cudagraph_accumulation_check``: the check a learner runs on a CUDA GPU for ``torch.compile``'s CUDA graphs and
   accumulated ``.grad`` (nothing to see on a CPU: CUDA graphs are CUDA only).
@@ -51,6 +53,7 @@ __all__ = [
     "GatedMLP",
     "TOUCH_UNUSED",
     "fsdp_bf16_window",
+    "fsdp_skipped_window",
     "source_line",
     "cudagraph_accumulation_check",
     "plot_pipeline_window",
@@ -303,6 +306,44 @@ def fsdp_bf16_window(
             [torch.zeros(p.numel()) if p.grad is None else p.grad.full_tensor().flatten() for p in model.parameters()]
         )
     return {"outcome": "ok", "grads": grads}
+
+
+def fsdp_skipped_window(
+    touch_unused: str | None, *, lr: float = 0.01, weight_decay: float = 0.01, seed: int = 0
+) -> dict[str, Any]:
+    """Two accumulation windows of ``GatedMLP`` under FSDP2 (bfloat16 parameters, float32 reduction; the root unit;
+    a sync on every micro-step, FSDP2's default), each of 2 micro-batches of 8 digits, then an AdamW step
+    (``lr``, ``weight_decay``): window 1 uses ``extra`` on its first micro-step, window 2 never uses it.
+    ``touch_unused="output"`` runs ``extra`` with its output weighted by 0 on the micro-steps that do not use it
+    (``GatedMLP(..., zero_extra=True)``); ``None`` leaves it out. On one gloo rank in this process
+    (``single_process_group``) unless a process group exists.
+
+    Returns:
+        ``{"grad_is_none": bool (extra's weight .grad after window 2's backward passes), "moved": float (the largest
+        change of extra's weight in window 2's optimizer step), "body_moved": float (the same for the first layer)}``.
+    """
+    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+
+    if touch_unused not in (None, "output"):
+        raise ValueError(f"touch_unused must be None or 'output', got {touch_unused!r}")
+    x, y = load_digits_tensors()
+    policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+    with single_process_group():
+        model = GatedMLP(seed)
+        fully_shard(model, mp_policy=policy)
+        optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)
+        windows = [[(x[0:8], y[0:8], True), (x[8:16], y[8:16], False)], [(x[16:24], y[16:24], False)] * 2]
+        for window in windows:
+            before = [p.full_tensor().detach().clone() for p in (model.extra.weight, model.body[0].weight)]
+            for inputs, labels, used in window:
+                logits = model(inputs, use_extra=used, zero_extra=not used and touch_unused == "output")
+                (F.cross_entropy(logits.float(), labels, reduction="sum") / 16).backward()
+            grad_is_none = model.extra.weight.grad is None
+            optimizer.step()
+            optimizer.zero_grad()
+        after = [p.full_tensor().detach() for p in (model.extra.weight, model.body[0].weight)]
+    moved = [float((a - b).abs().max()) for a, b in zip(after, before, strict=True)]
+    return {"grad_is_none": grad_is_none, "moved": moved[0], "body_moved": moved[1]}
 
 
 def source_line(obj: Any, needle: str) -> str:
