@@ -45,7 +45,7 @@ PACKED_DOCUMENTS: tuple[tuple[int, ...], ...] = (
     (12, 11, 1, 5, 5, 2, 3, 3, 3, 3),
     (9, 3, 2, 2, 2, 2, 2, 2, 6, 6),
 )
-"""Document lengths that TRL's ``pack_dataset`` (``"bfd"``) packs into full rows of 12 tokens, 2 to 4 documents
+"""Document lengths that TRL's ``pack_dataset`` (``"bfd"``) packs into full rows of 12 tokens, 1 to 6 documents
 each: every pack has the same length, and TRL's collator leaves 12 minus its documents loss items in it
 (``[10, 10, 10, 9]``, ``[10, 10, 10]``: equal, ``[11, 10, 9, 8]``, ``[10, 10, 6]``)."""
 
