@@ -444,7 +444,7 @@ def plot_pipeline_window(ax, *, n_microbatches: int, step_calls: int, world_size
     ax.set_xlabel(f"micro-batches in time order: {step_calls} step() calls of M = {n_microbatches}", fontsize=9)
     total = micro_batch_size * n_microbatches * step_calls * world_size
     ax.set_title(f"effective batch = {micro_batch_size} x {n_microbatches} x {step_calls} x {world_size} = {total} "
-                 "samples (micro-batch x M x step() calls x ranks)", fontsize=9)  # fmt: skip
+                 "samples (micro-batch x M x step() calls x dp)", fontsize=9)  # fmt: skip
     for side in ("top", "right"):
         ax.spines[side].set_visible(False)
 
