@@ -7,8 +7,9 @@ and this file's own preamble, and PRINTS the student's results on inputs drawn f
 
 import torch
 
-from gradacc.course.checks.lesson11 import BF16_LR, bf16_windows
+from gradacc.course.checks.lesson11 import BF16_LR, PACKED_DOCUMENTS, PACKED_SEQ_LENGTH, bf16_windows
 from gradacc.foundations.models import make_digits_model
+from gradacc.parallel.parallel_stacks import trl_packed_micro_batches
 
 N_DIGITS = 1797  # samples in gradacc.foundations.data.load_digits_tensors()
 
@@ -34,6 +35,30 @@ def plan(*case) -> str:
         return f"effective {shown_int(got['effective_batch_size'])}, factor {shown}"
     except Exception as exc:
         return type(exc).__name__
+
+
+def counted(batches) -> str:
+    """The student's ``count_items`` on ``batches``: each count as an integer, or the error's type."""
+    try:
+        return str([shown_int(n) for n in quietly(count_items, batches)])
+    except Exception as exc:
+        return type(exc).__name__
+
+
+def draw_packed(rng) -> tuple[tuple[int, ...], int, list]:
+    """TRL-packed micro-batches (rows of one length, 1 or 2 packs each, in a drawn order) of drawn documents."""
+    documents, packs = rng.choice(PACKED_DOCUMENTS), rng.choice([1, 2])
+    batches = trl_packed_micro_batches(documents, PACKED_SEQ_LENGTH, packs_per_micro_batch=packs)
+    rng.shuffle(batches)
+    return documents, packs, batches
+
+
+def draw_samples(rng) -> list[dict]:
+    """2-5 micro-batches of 1-16 sample labels (0-9); the last one padded with 1-4 rows labelled -100."""
+    sizes = [rng.randint(1, 16) for _ in range(rng.randint(2, 5))]
+    batches = [{"labels": torch.tensor([rng.randrange(10) for _ in range(n)])} for n in sizes]
+    batches[-1]["labels"] = torch.cat([batches[-1]["labels"], torch.full((rng.randint(1, 4),), -100)])
+    return batches
 
 
 def draw_11_2(rng) -> dict:
@@ -65,6 +90,15 @@ EDGE_CASES = {"11.2": (draw_11_2, edges_11_2)}
 
 
 # %% hidden 11.1
+documents, packs, batches = draw_packed(rng)  # every seed: TRL-packed rows of one length, then samples
+print(f"TRL packs of {documents}, {packs} per micro-batch -> {counted(batches)}")
+print(f"samples -> {counted(draw_samples(rng))}")
+for reduction in ("mean", "sum"):  # M = 1: scale_grads divides by 1, so A >= 2 step() calls keep a constant
+    b, a, w = rng.randint(2, 32), rng.randint(2, 4), rng.choice([1, 2, 4, 8])
+    equal = rng.random() < 0.5
+    items = b * a * w * rng.randint(2, 64) if equal else rng.randint(b * a * w + 1, 64 * b * a * w)
+    case = (b, 1, a, w, reduction, True, items, equal)
+    print(f"{case} -> {plan(*case)}")
 for reduction in ("mean", "sum"):  # every seed: both reductions, the library's division on (A = 1, A >= 2) and off
     for scale_grads, step_calls in ((True, 1), (True, rng.randint(2, 4)), (False, rng.randint(2, 4))):
         b, m, w = rng.randint(2, 32), rng.choice([2, 4, 8, 16]), rng.choice([2, 4, 8, 64])

@@ -11,6 +11,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from gradacc.course.checks.lesson11 import PACKED_DOCUMENTS, PACKED_SEQ_LENGTH, reference_count_items
 from gradacc.foundations.data import load_digits_tensors
 from gradacc.foundations.models import make_digits_model
 from gradacc.parallel.hlo import collective_counts, loop_bodies
@@ -24,6 +25,7 @@ from gradacc.parallel.parallel_stacks import (
     pipeline_stage_module,
     run_parallel_lesson,
     source_line,
+    trl_packed_micro_batches,
 )
 from gradacc.parallel.runs import run_jax_worker
 
@@ -88,6 +90,31 @@ def test_the_item_loss_counts_tokens_that_are_not_padding():
         padded_digit_sequences([5], seq_len=4)
     with pytest.raises(ValueError, match="1797"):
         padded_digit_sequences([1] * 2, seq_len=4, start=1795)
+
+
+def test_trl_packs_rows_of_one_length_that_hold_different_numbers_of_items():
+    """TRL's own pack_dataset and collator (trl 1.16): every document set of exercise 11.1 fills rows of 12 tokens,
+    each row's items are 12 minus its documents (the first label of each is -100), and a caller that edits a result
+    does not change the next one."""
+    counts = {}
+    for documents in PACKED_DOCUMENTS:
+        batches = trl_packed_micro_batches(documents, PACKED_SEQ_LENGTH)
+        assert sum(int(b["labels"].numel()) for b in batches) == sum(documents)
+        assert {b["labels"].shape for b in batches} == {torch.Size([1, PACKED_SEQ_LENGTH])}
+        starts = [int((b["position_ids"] == 0).sum()) for b in batches]
+        assert reference_count_items(batches) == [PACKED_SEQ_LENGTH - n for n in starts]
+        assert set(starts) <= {1, 2, 3, 4, 6}
+        counts[documents] = reference_count_items(batches)
+        batches[0]["labels"].fill_(-100)
+        assert reference_count_items(trl_packed_micro_batches(documents, PACKED_SEQ_LENGTH)) == counts[documents]
+    assert [sorted(c, reverse=True) for c in counts.values()] == [
+        [10, 10, 10, 9],
+        [10, 10, 10],
+        [11, 10, 9, 8],
+        [10, 10, 6],
+    ]
+    two = trl_packed_micro_batches(PACKED_DOCUMENTS[0], PACKED_SEQ_LENGTH, packs_per_micro_batch=2)
+    assert [b["labels"].shape[1] for b in two] == [24, 24] and sum(reference_count_items(two)) == 39
 
 
 def test_source_line_cites_the_installed_file_and_line():

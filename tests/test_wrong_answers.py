@@ -74,11 +74,12 @@ def exercise(stem: str) -> Exercise:
         tags = cell.metadata.get("tags", [])
         if "check" in tags:
             calls[_check_id(cell.id)] = cell.source
-            answers[_check_id(cell.id)] = re.fullmatch(r"check_\w+\((\w+)\)", cell.source.strip()).group(1)
+            answers[_check_id(cell.id)] = re.fullmatch(r"check_\w+\((\w+)(?:, \w+)*\)", cell.source.strip()).group(1)
         elif "solution" in tags:
             references[_check_id(cell.id)] = cell.source
     for check, answer in answers.items():  # 8.3 checks the answer of 8.2: the reference is that cell
-        references.setdefault(check, next(s for s in references.values() if f" {answer}(" in s.split("\n")[0]))
+        if check not in references:
+            references[check] = next(s for s in references.values() if re.search(rf"^def {answer}\(", s, re.M))
     return Exercise(stem, imports, answers, calls, references)
 
 

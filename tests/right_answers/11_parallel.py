@@ -5,13 +5,17 @@ and in the hidden check on every seed (tests/test_wrong_answers.py). Same format
 
 
 # %% 11.1 exact fractions, counted per rank: each rank's share of the items, then the rank's own micro-batches
+def count_items(micro_batches):
+    return [sum(1 for label in batch["labels"].flatten().tolist() if label != -100) for batch in micro_batches]
+
+
 def window_plan(
     micro_batch_size, n_microbatches, step_calls, world_size, loss_reduction, scale_grads, global_items, equal_items
 ):
     from fractions import Fraction
 
     samples = micro_batch_size * n_microbatches * step_calls * world_size
-    if scale_grads and step_calls != 1:
+    if scale_grads and step_calls != 1 and n_microbatches != 1:
         return {"effective_batch_size": samples, "loss_factor": None}
     items_per_rank = Fraction(global_items, world_size)  # DDP averages: each rank stands for 1 / W of the mean
     undo = n_microbatches if scale_grads else 1
@@ -24,13 +28,19 @@ def window_plan(
 
 
 # %% 11.1 the same numbers as numpy scalars (an np.int64 effective batch, an np.float64 factor)
+def count_items(micro_batches):
+    import numpy as np
+
+    return [np.count_nonzero(batch["labels"].numpy() != -100) for batch in micro_batches]
+
+
 def window_plan(
     micro_batch_size, n_microbatches, step_calls, world_size, loss_reduction, scale_grads, global_items, equal_items
 ):
     import numpy as np
 
     effective = np.prod([micro_batch_size, n_microbatches, step_calls, world_size], dtype=np.int64)
-    if scale_grads and step_calls > 1:
+    if scale_grads and step_calls > 1 and n_microbatches > 1:
         return {"effective_batch_size": effective, "loss_factor": None}
     divided = np.float64(n_microbatches if scale_grads else 1)
     if loss_reduction == "sum":

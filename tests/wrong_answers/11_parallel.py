@@ -7,6 +7,10 @@ exercise's own import cell. Every one must lose check X.Y in the visible check a
 
 
 # %% 11.1 the equal-micro-batch recipe (the old reference answer): global_items ignored, every item a sample
+def count_items(micro_batches):
+    return [int((batch["labels"] != -100).sum()) for batch in micro_batches]
+
+
 def window_plan(
     micro_batch_size, n_microbatches, step_calls, world_size, loss_reduction, scale_grads, global_items, equal_items
 ):
@@ -19,6 +23,10 @@ def window_plan(
 
 
 # %% 11.1 the global item count, but DDP's average over the ranks forgotten (no x W)
+def count_items(micro_batches):
+    return [int((batch["labels"] != -100).sum()) for batch in micro_batches]
+
+
 def window_plan(
     micro_batch_size, n_microbatches, step_calls, world_size, loss_reduction, scale_grads, global_items, equal_items
 ):
@@ -34,6 +42,10 @@ def window_plan(
 
 
 # %% 11.1 the hand-written loop's habit: loss / (M x A) whatever scale_grads does (divided twice by default)
+def count_items(micro_batches):
+    return [int((batch["labels"] != -100).sum()) for batch in micro_batches]
+
+
 def window_plan(
     micro_batch_size, n_microbatches, step_calls, world_size, loss_reduction, scale_grads, global_items, equal_items
 ):
@@ -45,6 +57,10 @@ def window_plan(
 
 
 # %% 11.1 the schedule divides by M, so the loss only by the step() calls (torchtitan's bug: a moving average)
+def count_items(micro_batches):
+    return [int((batch["labels"] != -100).sum()) for batch in micro_batches]
+
+
 def window_plan(
     micro_batch_size, n_microbatches, step_calls, world_size, loss_reduction, scale_grads, global_items, equal_items
 ):
@@ -57,6 +73,10 @@ def window_plan(
 
 
 # %% 11.1 the effective batch of one rank (the data-parallel ranks forgotten)
+def count_items(micro_batches):
+    return [int((batch["labels"] != -100).sum()) for batch in micro_batches]
+
+
 def window_plan(
     micro_batch_size, n_microbatches, step_calls, world_size, loss_reduction, scale_grads, global_items, equal_items
 ):
@@ -73,6 +93,10 @@ def window_plan(
 
 
 # %% 11.1 divided by the world size too (DDP already averages the ranks)
+def count_items(micro_batches):
+    return [int((batch["labels"] != -100).sum()) for batch in micro_batches]
+
+
 def window_plan(
     micro_batch_size, n_microbatches, step_calls, world_size, loss_reduction, scale_grads, global_items, equal_items
 ):
@@ -85,6 +109,10 @@ def window_plan(
 
 
 # %% 11.1 a summed loss treated like a mean (the micro-batch's samples not divided out)
+def count_items(micro_batches):
+    return [int((batch["labels"] != -100).sum()) for batch in micro_batches]
+
+
 def window_plan(
     micro_batch_size, n_microbatches, step_calls, world_size, loss_reduction, scale_grads, global_items, equal_items
 ):
@@ -96,6 +124,10 @@ def window_plan(
 
 
 # %% 11.1 a mean token loss taken as exact (each micro-batch's mean, / M x A, equal_items ignored)
+def count_items(micro_batches):
+    return [int((batch["labels"] != -100).sum()) for batch in micro_batches]
+
+
 def window_plan(
     micro_batch_size, n_microbatches, step_calls, world_size, loss_reduction, scale_grads, global_items, equal_items
 ):
@@ -111,6 +143,10 @@ def window_plan(
 
 
 # %% 11.1 equal items inferred from global_items == samples (packed sequences of one length graded None)
+def count_items(micro_batches):
+    return [int((batch["labels"] != -100).sum()) for batch in micro_batches]
+
+
 def window_plan(
     micro_batch_size, n_microbatches, step_calls, world_size, loss_reduction, scale_grads, global_items, equal_items
 ):
@@ -126,6 +162,10 @@ def window_plan(
 
 
 # %% 11.1 a summed loss taken to survive scale_grads=True with A >= 2 (each step() divides ALL of .grad again)
+def count_items(micro_batches):
+    return [int((batch["labels"] != -100).sum()) for batch in micro_batches]
+
+
 def window_plan(
     micro_batch_size, n_microbatches, step_calls, world_size, loss_reduction, scale_grads, global_items, equal_items
 ):
@@ -140,6 +180,10 @@ def window_plan(
 
 
 # %% 11.1 the sum divided by one step() call's items, not the optimizer step's (global_items / step_calls)
+def count_items(micro_batches):
+    return [int((batch["labels"] != -100).sum()) for batch in micro_batches]
+
+
 def window_plan(
     micro_batch_size, n_microbatches, step_calls, world_size, loss_reduction, scale_grads, global_items, equal_items
 ):
@@ -149,6 +193,63 @@ def window_plan(
     divided = n_microbatches if scale_grads else 1
     if loss_reduction == "sum":
         factor = divided * world_size / (global_items / step_calls)
+    else:
+        factor = divided / (n_microbatches * step_calls) if equal_items else None
+    return {"effective_batch_size": effective, "loss_factor": factor}
+
+
+# %% 11.1 TRL-packed rows of one length taken as equal (every token of a pack counted as an item)
+def count_items(micro_batches):
+    return [batch["labels"].numel() for batch in micro_batches]
+
+
+def window_plan(
+    micro_batch_size, n_microbatches, step_calls, world_size, loss_reduction, scale_grads, global_items, equal_items
+):
+    effective = micro_batch_size * n_microbatches * step_calls * world_size
+    if scale_grads and step_calls > 1 and n_microbatches > 1:
+        return {"effective_batch_size": effective, "loss_factor": None}
+    divided = n_microbatches if scale_grads else 1
+    if loss_reduction == "sum":
+        factor = divided * world_size / global_items
+    else:
+        factor = divided / (n_microbatches * step_calls) if equal_items else None
+    return {"effective_batch_size": effective, "loss_factor": factor}
+
+
+# %% 11.1 a causal LM's shift applied to every micro-batch (labels[..., 1:]: one sample of each dropped)
+def count_items(micro_batches):
+    return [int((batch["labels"][..., 1:] != -100).sum()) for batch in micro_batches]
+
+
+def window_plan(
+    micro_batch_size, n_microbatches, step_calls, world_size, loss_reduction, scale_grads, global_items, equal_items
+):
+    effective = micro_batch_size * n_microbatches * step_calls * world_size
+    if scale_grads and step_calls > 1 and n_microbatches > 1:
+        return {"effective_batch_size": effective, "loss_factor": None}
+    divided = n_microbatches if scale_grads else 1
+    if loss_reduction == "sum":
+        factor = divided * world_size / global_items
+    else:
+        factor = divided / (n_microbatches * step_calls) if equal_items else None
+    return {"effective_batch_size": effective, "loss_factor": factor}
+
+
+# %% 11.1 no constant for A >= 2 step() calls with scale_grads, even at M = 1 (where the schedule divides by 1)
+def count_items(micro_batches):
+    return [int((batch["labels"] != -100).sum()) for batch in micro_batches]
+
+
+def window_plan(
+    micro_batch_size, n_microbatches, step_calls, world_size, loss_reduction, scale_grads, global_items, equal_items
+):
+    effective = micro_batch_size * n_microbatches * step_calls * world_size
+    if scale_grads and step_calls > 1:
+        return {"effective_batch_size": effective, "loss_factor": None}
+    divided = n_microbatches if scale_grads else 1
+    if loss_reduction == "sum":
+        factor = divided * world_size / global_items
     else:
         factor = divided / (n_microbatches * step_calls) if equal_items else None
     return {"effective_batch_size": effective, "loss_factor": factor}

@@ -4,6 +4,8 @@ and by what, and when it syncs, measured on the installed torch and jax.
 * ``pipeline_stage_module``: the digits MLP cut into pipeline stages (``torch.distributed.pipelining``).
 * ``item_cross_entropy`` and ``padded_digit_sequences``: a loss over the items of a micro-batch (samples, or tokens
   that are not padding) and padded sequences of digit "tokens", for the unequal cases.
+* ``trl_packed_micro_batches``: documents of digit "tokens" packed to one length and collated by TRL's own
+  ``pack_dataset`` and ``DataCollatorForLanguageModeling`` (the first label of every document becomes ``-100``).
 * ``run_parallel_lesson``: 2 gloo ranks of ``gradacc.workers.parallel_stacks`` (pipeline schedules' division, where
   the data-parallel sync happens, token counts across context-parallel ranks, FSDP2's mixed precision with an unused
   layer, DDP ``static_graph`` with ``no_sync()``).
@@ -11,6 +13,8 @@ and by what, and when it syncs, measured on the installed torch and jax.
 * ``GatedMLP`` and ``fsdp_bf16_window``: FSDP2 with ``MixedPrecisionPolicy(bfloat16, reduce_dtype=float32)`` and a
   layer that some micro-steps do not use, in the root FSDP unit or as its own unit, on the ranks of the process group
   that exists (one gloo rank in this process if none does).
+* ``fsdp_skipped_window``: a window that never uses ``extra``, after one that did, with AdamW: FSDP2 leaves its
+  ``.grad`` None (the optimizer skips it) while the output-times-0 workaround gives zeros that AdamW applies.
 * ``source_line``: where a library does something, read from its installed source (file and line).
 * ``cudagraph_accumulation_check``: the check a learner runs on a CUDA GPU for ``torch.compile``'s CUDA graphs and
   accumulated ``.grad`` (nothing to see on a CPU: CUDA graphs are CUDA only).
@@ -20,6 +24,7 @@ and by what, and when it syncs, measured on the installed torch and jax.
 from __future__ import annotations
 
 import contextlib
+import functools
 import inspect
 import io
 from collections.abc import Callable, Sequence
@@ -42,11 +47,13 @@ __all__ = [
     "pipeline_stage_module",
     "item_cross_entropy",
     "padded_digit_sequences",
+    "trl_packed_micro_batches",
     "run_parallel_lesson",
     "run_jax_sharding",
     "GatedMLP",
     "TOUCH_UNUSED",
     "fsdp_bf16_window",
+    "fsdp_skipped_window",
     "source_line",
     "cudagraph_accumulation_check",
     "plot_pipeline_window",
@@ -106,6 +113,46 @@ def padded_digit_sequences(lengths: Sequence[int], seq_len: int, start: int = 0)
     tokens = x[start:stop].reshape(len(lengths), seq_len, -1)
     padding = torch.arange(seq_len) >= torch.tensor(list(lengths)).reshape(-1, 1)
     return tokens, y[start:stop].reshape(len(lengths), seq_len).masked_fill(padding, -100)
+
+
+@functools.cache
+def _trl_packs(document_lengths: tuple[int, ...], seq_length: int, packs_per_micro_batch: int, start: int) -> tuple:
+    import datasets
+    from trl.data_utils import pack_dataset
+    from trl.trainer.sft_trainer import DataCollatorForLanguageModeling
+
+    offsets = [start + sum(document_lengths[:k]) for k in range(len(document_lengths))]
+    documents = [list(range(o, o + n)) for o, n in zip(offsets, document_lengths, strict=True)]
+    shown = datasets.is_progress_bar_enabled()
+    datasets.disable_progress_bars()  # no "Map: 100%" lines in a notebook's output
+    try:
+        packs = list(pack_dataset(datasets.Dataset.from_dict({"input_ids": documents}), seq_length, strategy="bfd"))
+    finally:
+        if shown:
+            datasets.enable_progress_bars()
+    collate = DataCollatorForLanguageModeling(pad_token_id=0, padding_free=True)
+    step = packs_per_micro_batch
+    return tuple(collate(packs[k : k + step]) for k in range(0, len(packs), step))
+
+
+def trl_packed_micro_batches(
+    document_lengths: Sequence[int], seq_length: int, *, packs_per_micro_batch: int = 1, start: int = 0
+) -> list[dict[str, Any]]:
+    """Documents packed and collated by TRL's own code, as ``SFTTrainer(args=SFTConfig(packing=True))`` does: document
+    ``k`` holds ``document_lengths[k]`` consecutive token ids, counted from ``start`` (each id the index of a digit of
+    ``load_digits_tensors()``, so the digits MLP can read a token as a digit); ``trl.data_utils.pack_dataset``
+    (``strategy="bfd"``, TRL's default) packs them into rows of at most ``seq_length`` tokens, and
+    ``DataCollatorForLanguageModeling(padding_free=True)`` (packing with ``"bfd"`` turns ``padding_free`` on) collates
+    ``packs_per_micro_batch`` packs into each micro-batch: one row, ``position_ids`` restarting at 0 for every
+    document, and the label of every document's first token set to ``-100``. Computed once per argument set; every
+    call returns fresh tensors.
+
+    Returns:
+        one dict per micro-batch, in TRL's pack order, with ``input_ids``, ``labels`` and ``position_ids``
+        (``[1, T]`` int64) and TRL's other keys.
+    """
+    batches = _trl_packs(tuple(int(n) for n in document_lengths), int(seq_length), int(packs_per_micro_batch), start)
+    return [{k: v.clone() if isinstance(v, torch.Tensor) else v for k, v in batch.items()} for batch in batches]
 
 
 def run_parallel_lesson(
@@ -261,6 +308,44 @@ def fsdp_bf16_window(
     return {"outcome": "ok", "grads": grads}
 
 
+def fsdp_skipped_window(
+    touch_unused: str | None, *, lr: float = 0.01, weight_decay: float = 0.01, seed: int = 0
+) -> dict[str, Any]:
+    """Two accumulation windows of ``GatedMLP`` under FSDP2 (bfloat16 parameters, float32 reduction; the root unit;
+    a sync on every micro-step, FSDP2's default), each of 2 micro-batches of 8 digits, then an AdamW step
+    (``lr``, ``weight_decay``): window 1 uses ``extra`` on its first micro-step, window 2 never uses it.
+    ``touch_unused="output"`` runs ``extra`` with its output weighted by 0 on the micro-steps that do not use it
+    (``GatedMLP(..., zero_extra=True)``); ``None`` leaves it out. On one gloo rank in this process
+    (``single_process_group``) unless a process group exists.
+
+    Returns:
+        ``{"grad_is_none": bool (extra's weight .grad after window 2's backward passes), "moved": float (the largest
+        change of extra's weight in window 2's optimizer step), "body_moved": float (the same for the first layer)}``.
+    """
+    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+
+    if touch_unused not in (None, "output"):
+        raise ValueError(f"touch_unused must be None or 'output', got {touch_unused!r}")
+    x, y = load_digits_tensors()
+    policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+    with single_process_group():
+        model = GatedMLP(seed)
+        fully_shard(model, mp_policy=policy)
+        optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)
+        windows = [[(x[0:8], y[0:8], True), (x[8:16], y[8:16], False)], [(x[16:24], y[16:24], False)] * 2]
+        for window in windows:
+            before = [p.full_tensor().detach().clone() for p in (model.extra.weight, model.body[0].weight)]
+            for inputs, labels, used in window:
+                logits = model(inputs, use_extra=used, zero_extra=not used and touch_unused == "output")
+                (F.cross_entropy(logits.float(), labels, reduction="sum") / 16).backward()
+            grad_is_none = model.extra.weight.grad is None
+            optimizer.step()
+            optimizer.zero_grad()
+        after = [p.full_tensor().detach() for p in (model.extra.weight, model.body[0].weight)]
+    moved = [float((a - b).abs().max()) for a, b in zip(after, before, strict=True)]
+    return {"grad_is_none": grad_is_none, "moved": moved[0], "body_moved": moved[1]}
+
+
 def source_line(obj: Any, needle: str) -> str:
     """``"<path under site-packages>:<line>"`` of the first line of ``obj``'s installed source (a function, class or
     module) that contains ``needle``: a citation that stays right on every installed version.
@@ -359,7 +444,7 @@ def plot_pipeline_window(ax, *, n_microbatches: int, step_calls: int, world_size
     ax.set_xlabel(f"micro-batches in time order: {step_calls} step() calls of M = {n_microbatches}", fontsize=9)
     total = micro_batch_size * n_microbatches * step_calls * world_size
     ax.set_title(f"effective batch = {micro_batch_size} x {n_microbatches} x {step_calls} x {world_size} = {total} "
-                 "samples (micro-batch x M x step() calls x ranks)", fontsize=9)  # fmt: skip
+                 "samples (micro-batch x M x step() calls x dp)", fontsize=9)  # fmt: skip
     for side in ("top", "right"):
         ax.spines[side].set_visible(False)
 

@@ -179,11 +179,18 @@ def check_window(examples: Sequence[dict], accum_steps: int, micro_batch_size: i
 
 
 def run_sft(
-    model: torch.nn.Module, tokenizer, examples: Sequence[dict], *, accum_steps: int, micro_batch_size: int
+    model: torch.nn.Module,
+    tokenizer,
+    examples: Sequence[dict],
+    *,
+    accum_steps: int,
+    micro_batch_size: int,
+    compute_loss_func=None,
 ) -> SFTRun:
     """One optimizer step of ``trl.SFTTrainer`` on ``examples`` in order (padding-free, completion-only loss,
     float32, no clipping, SGD-like: the gradient is read before the step), on the CPU, silently. On each rank of a
     ``torchrun`` launch every rank passes the window of all ranks, as in ``gradacc.stacks.moe.run_trainer``.
+    ``compute_loss_func``: passed to ``SFTTrainer`` (``None``: TRL's own loss).
 
     Raises:
         ValueError: the examples do not fill exactly one window of ``accum_steps`` micro-batches on every rank.
@@ -227,6 +234,7 @@ def run_sft(
             train_dataset=Dataset.from_list([dict(e) for e in examples]),
             processing_class=tokenizer,
             callbacks=[recorder(run)],
+            compute_loss_func=compute_loss_func,
         )
         trainer.run = run
         trainer.remove_callback(PrinterCallback)

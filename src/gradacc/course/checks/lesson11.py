@@ -1,11 +1,12 @@
 """Checks of lesson 11 (``11_parallel``): who divides in a pipeline schedule with accumulation and data parallelism,
 and an accumulation loop under bfloat16 autocast that does not train on stale weight casts.
 
-Exercise 11.1 asks for ``window_plan(micro_batch_size, n_microbatches, step_calls, world_size, loss_reduction,
-scale_grads, global_items, equal_items) -> {"effective_batch_size": int, "loss_factor": float | None}``
-(``reference_window_plan`` is the answer). Exercise 11.2 asks for ``train_bf16(model, optimizer, windows)``: the
-lesson's broken loop (one ``torch.autocast`` around everything) fixed, so that it trains as ``reference_train_bf16``
-does.
+Exercise 11.1 asks for ``count_items(micro_batches) -> list[int]`` (``reference_count_items``: the labels that are not
+``-100`` in each collated micro-batch, TRL's packed rows included) and ``window_plan(micro_batch_size, n_microbatches,
+step_calls, world_size, loss_reduction, scale_grads, global_items, equal_items) -> {"effective_batch_size": int,
+"loss_factor": float | None}`` (``reference_window_plan``). Exercise 11.2 asks for ``train_bf16(model, optimizer,
+windows)``: the lesson's broken loop (one ``torch.autocast`` around everything) fixed, so that it trains as
+``reference_train_bf16`` does.
 """
 
 from __future__ import annotations
@@ -24,6 +25,9 @@ from . import run_check
 
 __all__ = [
     "LOSS_REDUCTIONS",
+    "PACKED_DOCUMENTS",
+    "reference_count_items",
+    "count_items_cases",
     "reference_window_plan",
     "check_window_plan",
     "reference_train_bf16",
@@ -33,6 +37,44 @@ __all__ = [
 
 LOSS_REDUCTIONS = ("mean", "sum")
 """What exercise 11.1's ``loss_fn`` returns per micro-batch: the mean or the sum of its items' losses."""
+
+
+PACKED_DOCUMENTS: tuple[tuple[int, ...], ...] = (
+    (7, 5, 4, 4, 4, 6, 6, 9, 3),
+    (6, 6, 6, 6, 8, 4),
+    (12, 11, 1, 5, 5, 2, 3, 3, 3, 3),
+    (9, 3, 2, 2, 2, 2, 2, 2, 6, 6),
+)
+"""Document lengths that TRL's ``pack_dataset`` (``"bfd"``) packs into full rows of 12 tokens, 1 to 6 documents
+each: every pack has the same length, and TRL's collator leaves 12 minus its documents loss items in it
+(``[10, 10, 10, 9]``, ``[10, 10, 10]``: equal, ``[11, 10, 9, 8]``, ``[10, 10, 6]``)."""
+
+PACKED_SEQ_LENGTH = 12
+"""The length TRL packs ``PACKED_DOCUMENTS`` to."""
+
+
+def reference_count_items(micro_batches: Sequence[dict]) -> list[int]:
+    """Exercise 11.1's first answer: the loss items of each micro-batch, a dict as a collator returns it, whose
+    ``"labels"`` (any shape, int64) mark padding, a prompt and the first token of every packed document with ``-100``
+    (TRL's ``DataCollatorForLanguageModeling``): the labels that are not ``-100``. ``equal_items`` holds exactly when
+    every count is the same; packing to one length does not make it so."""
+    return [int((batch["labels"] != -100).sum()) for batch in micro_batches]
+
+
+def count_items_cases() -> list[tuple[str, list[dict]]]:
+    """``(what, micro_batches)`` for the visible check of ``count_items``: TRL-packed rows of one length (one and two
+    packs per micro-batch, built by TRL's own ``pack_dataset`` and collator) and micro-batches of samples, the last
+    one padded with ``-100`` rows."""
+    from ...parallel.parallel_stacks import trl_packed_micro_batches
+
+    y = load_digits_tensors()[1]
+    samples = [{"labels": y[0:8].clone()}, {"labels": y[8:16].clone()}, {"labels": F.pad(y[16:22], (0, 2), value=-100)}]
+    cases = [("samples, the last micro-batch padded with -100 rows", samples)]
+    for documents, packs in ((PACKED_DOCUMENTS[0], 1), (PACKED_DOCUMENTS[2], 2), (PACKED_DOCUMENTS[1], 1)):
+        batches = trl_packed_micro_batches(documents, PACKED_SEQ_LENGTH, packs_per_micro_batch=packs)
+        what = _("TRL's packing of documents of {lengths} tokens into rows of {length}, {packs} per micro-batch")
+        cases.append((what.format(lengths=list(documents), length=PACKED_SEQ_LENGTH, packs=packs), batches))
+    return cases
 
 
 def reference_window_plan(
@@ -49,22 +91,23 @@ def reference_window_plan(
     into ``n_microbatches`` (M) micro-batches of ``micro_batch_size`` samples, called ``step_calls`` (A) times before
     each ``optimizer.step()``, on ``world_size`` (W) data-parallel ranks that DDP averages. ``global_items``: the loss
     items of the optimizer step on all ranks (samples, or tokens that are not padding). ``equal_items``: whether every
-    micro-batch (of every ``step()`` call, on every rank) holds the same number of items: one item per sample, or
-    packed sequences of one length; ``False`` for padded sequences of different lengths.
+    micro-batch (of every ``step()`` call, on every rank) holds the same number of items (labels that are not
+    ``-100``): one item per sample, for instance. Packing to one length does not ensure it: TRL's collator sets the
+    first label of every packed document to ``-100`` (``reference_count_items``).
 
     * ``"effective_batch_size"``: ``micro_batch_size x M x A x W`` samples per optimizer step;
     * ``"loss_factor"``: the constant ``c`` to multiply ``loss_fn``'s value by so that ``.grad`` holds the mean
       gradient over the ``global_items`` items (the full-batch gradient). ``.grad`` sums ``c x`` every micro-batch's
       loss gradient; with ``scale_grads=True`` each ``step()`` then divides ALL of ``.grad`` by M
-      (``stage.scale_grads``, a ``div_`` in place), so for A >= 2 no constant works, whatever the loss (the earlier
-      calls' gradients are divided again by every later call: ``None``, turn ``scale_grads`` off). Otherwise, with
-      ``s`` = M if the schedule divides (A = 1) and 1 if not: a summed loss needs ``c = s x W / global_items`` (DDP
+      (``stage.scale_grads``, a ``div_`` in place), so for A >= 2 and M >= 2 no constant works, whatever the loss
+      (the earlier calls' gradients are divided again by every later call: ``None``, turn ``scale_grads`` off); at
+      M = 1 the division by 1 changes nothing. Otherwise, with ``s`` = M if the schedule divides and 1 if not: a summed loss needs ``c = s x W / global_items`` (DDP
       divides the sum over the ranks by W); a mean loss needs ``c = s / (M x A)`` when every micro-batch holds the same
       number of items, and no constant works when they differ (``None``: the mean of unequal micro-batch means,
       lesson 01).
     """
     effective = micro_batch_size * n_microbatches * step_calls * world_size
-    if scale_grads and step_calls > 1:
+    if scale_grads and step_calls > 1 and n_microbatches > 1:
         return {"effective_batch_size": effective, "loss_factor": None}
     divided = n_microbatches if scale_grads else 1  # what the schedule divides .grad by after step()
     if loss_reduction == "sum":
@@ -77,8 +120,9 @@ def reference_window_plan(
 # (micro_batch_size, n_microbatches, step_calls, world_size, loss_reduction, scale_grads, global_items, equal_items):
 # one item per sample (the library's default, sums, a single sample per micro-batch, no library division, accumulation
 # outside with and without it, a summed loss with the division on and A >= 2), padded tokens (micro-batches with
-# different numbers of tokens: summed and mean losses, with and without division), and packed sequences (the same
-# number of tokens in every micro-batch, more than one per sample)
+# different numbers of tokens: summed and mean losses, with and without division), micro-batches that hold the same
+# number of tokens, more than one per sample, and one micro-batch per step() (M = 1: scale_grads divides by 1, so
+# A >= 2 step() calls need no special case)
 _PLAN_CASES = (
     (8, 4, 1, 2, "mean", True, 64, True),
     (8, 4, 1, 2, "sum", True, 64, True),
@@ -96,6 +140,8 @@ _PLAN_CASES = (
     (4, 4, 1, 2, "mean", True, 1024, True),
     (2, 8, 2, 1, "mean", False, 256, True),
     (4, 4, 2, 2, "sum", False, 768, True),
+    (8, 1, 3, 2, "mean", True, 48, True),
+    (8, 1, 2, 2, "sum", True, 777, False),
 )
 
 
@@ -129,16 +175,36 @@ def _plan_error(got: object, want: dict, where: str) -> str | None:
     return None
 
 
-def check_window_plan(window_plan: Callable) -> None:
-    """Exercise 11.1: ``window_plan(micro_batch_size, n_microbatches, step_calls, world_size, loss_reduction,
-    scale_grads, global_items, equal_items) -> {"effective_batch_size", "loss_factor"}`` on cases of its own
-    (``reference_window_plan``): one item per sample, padded tokens (different numbers per micro-batch) and packed
-    sequences (the same number per micro-batch), each with a given global count. The effective
-    batch exactly, the factor to a relative 1e-9, ``None`` exactly where no constant works. Prints
+def _count_error(count_items: Callable) -> str | None:
+    for what, batches in count_items_cases():
+        want = reference_count_items(batches)
+        got = count_items(batches)
+        try:
+            same = [int(n) for n in got] == want and all(not isinstance(n, bool) for n in got)
+        except (TypeError, ValueError):
+            same = False
+        if not same:
+            return _(
+                "count_items on {what}: got {got}, expected {want} (which labels are loss items, and does a pack of "
+                "one length hold the same number of them as the next?)"
+            ).format(what=what, got=repr(got), want=want)
+    return None
+
+
+def check_window_plan(window_plan: Callable, count_items: Callable) -> None:
+    """Exercise 11.1: ``count_items(micro_batches) -> list[int]`` on micro-batches of samples and on TRL-packed rows
+    of one length (``reference_count_items``, exactly), then ``window_plan(micro_batch_size, n_microbatches,
+    step_calls, world_size, loss_reduction, scale_grads, global_items, equal_items) -> {"effective_batch_size",
+    "loss_factor"}`` on cases of its own (``reference_window_plan``): one item per sample, padded tokens (different
+    numbers per micro-batch), the same number of tokens per micro-batch, and M = 1, each with a given global count.
+    The effective batch exactly, the factor to a relative 1e-9, ``None`` exactly where no constant works. Prints
     ``Exercise 11.1: correct`` or what went wrong; returns ``None``.
     """
 
     def body() -> str | None:
+        error = _count_error(count_items)
+        if error:
+            return error
         for case in _PLAN_CASES:
             b, m, a, w, reduction, scale, items, equal = case
             where = _(
