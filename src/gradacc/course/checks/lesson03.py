@@ -36,7 +36,6 @@ __all__ = [
     "reference_peak_at",
     "check_peak_at",
     "timeline_from_parts",
-    "last_micro_step",
     "reference_peak_for_n",
     "check_peak_for_n",
 ]
@@ -313,13 +312,6 @@ def timeline_from_parts(
     return StepTimeline(accum_steps=accum_steps, micro_batch_size=micro_batch_size, mib=mib, events=events)
 
 
-def last_micro_step(timeline: StepTimeline) -> list[float]:
-    """The total MiB after each operation of the last micro-step (its forward pass to ``optimizer.step()``): the
-    same operations at every N >= 2, with the gradient buffer full."""
-    start = timeline.event_index("forward", timeline.accum_steps)
-    return timeline.total[start : timeline.event_index("optimizer step")]
-
-
 def reference_peak_for_n(first: StepTimeline, second: StepTimeline, accum_steps: int) -> tuple[float, str]:
     """Exercise 3.5's answer: from two timelines of one step (same model, optimizer and effective batch B) measured
     at two N >= 2, ``(peak MiB, "micro-step" | "optimizer step")`` of the same step at N = ``accum_steps`` >= 2.
@@ -340,6 +332,12 @@ def reference_peak_for_n(first: StepTimeline, second: StepTimeline, accum_steps:
             f"N = {accum_steps} from timelines at N = {first.accum_steps} and {second.accum_steps}: all must be >= 2 "
             "(at N = 1 the gradient buffer is not full during the micro-step)"
         )
+
+    def last_micro_step(timeline: StepTimeline) -> list[float]:
+        """The total MiB after each operation of the last micro-step: the same operations at every N >= 2."""
+        start = timeline.event_index("forward", timeline.accum_steps)
+        return timeline.total[start : timeline.event_index("optimizer step")]
+
     b1, b2 = first.micro_batch_size, second.micro_batch_size
     if b1 == b2:
         raise ValueError(f"two timelines at the same micro-batch size {b1}: measure two different N")
