@@ -28,8 +28,8 @@ default since 1.13), in ONE measurement, pytorch/pytorch#86509 ("Sets CUDA_MODUL
 287,047,680 bytes (273.75 MiB) in use after creating one 6.1 MiB tensor, which the caching allocator serves from a
 20 MiB segment (allocations between 1 and 10 MiB share 20 MiB blocks: ``kMinLargeAlloc`` in
 ``c10/core/AllocatorConfig.h``, ``kLargeBuffer`` in ``c10/cuda/CUDACachingAllocator.cpp``); without it, about
-254 MiB. In general about 250-400 MiB, by card, driver and CUDA version (about 300 and 400 MB in PyTorch maintainers'
-replies, pytorch/pytorch#107667 and #109888), and the cuBLAS / cuDNN workspaces of the first matrix products and
+254 MiB. In general about 250-400 MiB, by card, driver and CUDA version (about 300 and 400 MB in answers on PyTorch's
+issue tracker, pytorch/pytorch#107667 and #109888), and the cuBLAS / cuDNN workspaces of the first matrix products and
 convolutions come on top. Neither a lower nor an upper bound: a typical
 value; on your own card read ``torch.cuda.mem_get_info()`` once the context exists (``gpu_capacity``)."""
 

@@ -1,12 +1,13 @@
 """Where a memory tracker is started changes what it reports (lesson 03, "measure the whole window").
 
 A tracker that reports a span's own peak, the rise above the memory already live when it started, sees only what the
-span allocates: on a GPU, ``torch.cuda.reset_peak_memory_stats()`` at the start and ``max_memory_allocated() -
-memory_allocated()`` read as "what this span needs"; or a report per segment, as tt-train's was before
-tenstorrent/tt-metal#50909 ("Fix memory usage underreporting with gradient accumulation"). Put around one
-steady-state micro-step of an accumulation window, it misses the gradient buffer: micro-step 1 allocated it, and it
-stays live until the optimizer step. ``measure_spans`` runs one window under a ``LiveStorageCounter`` and reads that
-rise for every micro-step, for the optimizer step, and for the whole window. Units: MiB (2**20 bytes).
+span allocates: on a GPU, ``torch.cuda.reset_peak_memory_stats()`` at the start, then ``max_memory_allocated()`` minus
+the ``memory_allocated()`` read at the start, taken as "what this span needs"; or a report per segment of the step, as
+tt-train's (one segment per forward and backward pass of each micro-batch; tenstorrent/tt-metal#50909, "Fix memory
+usage underreporting with gradient accumulation"). Put around one steady-state micro-step of an accumulation window,
+it misses the gradient buffer: micro-step 1 allocated it, and it stays live until the optimizer step.
+``measure_spans`` runs one window under a ``LiveStorageCounter`` and reads that rise for every micro-step, for the
+optimizer step, and for the whole window. Units: MiB (2**20 bytes).
 """
 
 from __future__ import annotations
