@@ -112,30 +112,46 @@ show_peak("Adam", adam, (1, rng.choice([2, 3]), rng.choice([4, 6, 8]), 64, rng.c
 
 
 # %% hidden 3.5
-def show_timeline(label, timeline, ns):
+def show_timelines(label, first, second, ns):
     results = []
     for n in ns:
         try:
-            peak, moment = quietly(peak_for_n, timeline, n)
+            peak, moment = quietly(peak_for_n, first, second, n)
             results.append(f"N={n}: {float(peak):.6g} {moment}")
         except Exception as exc:  # the reference raises ValueError for N < 2
             results.append(f"N={n}: {type(exc).__name__}")
-    print(f"{label} (measured at N = {timeline.accum_steps}): " + "; ".join(results))
+    print(f"{label} (measured at N = {first.accum_steps} and {second.accum_steps}): " + "; ".join(results))
 
 
-# every seed: an activation-bound timeline (to larger and smaller N), a flat one whose peak is in optimizer.step()
-# at N0 but moves into the micro-steps at a smaller N, and N < 2; values in eighths, no ties between the two moments
+def step_pair(effective, n1, acts, temps, **parts):
+    """Two timelines of one step, at N = n1 and 2 x n1 (``acts``, ``temps``: MiB per sample; every value a dyadic
+    fraction, so each operation's line is exact in floating point whatever the order of the operations)."""
+    return tuple(
+        timeline_from_parts(
+            n, effective // n, **parts, activations=acts * effective / n, temporaries=temps * effective / n
+        )  # fmt: skip
+        for n in (n1, 2 * n1)
+    )
+
+
+# every seed: an activation-bound step with a weight-gradient temporary of 1-3 MiB (W), to a smaller N and to N = B
+# (micro-batches of 1). At both measured N the activations' operation holds the peak (per sample, 3/4 a + t >=
+# 5/16 MiB, so at b >= 16 it beats W); at b = 1 the weight gradient's operation holds it (3/4 a + t <= 7/8 < W), 1/8
+# MiB above optimizer.step(): a scaled breakdown, one line through the two highest points, or micro-step 1 (half a
+# gradient buffer) reads another number. A flat step whose peak is in optimizer.step() at every N (by >= 1/8 MiB).
+# And N < 2. Every value a dyadic fraction: no ties, and the lines are exact.
 params = eighths(1, 32)
-n0 = rng.choice([2, 4, 8])
-bound = timeline_from_parts(
-    n0, 64, parameters=params, gradients=params, optimizer_state=2 * params, other=eighths(0, 2),
-    activations=params * rng.choice([8, 12, 16]) + 1 / 8, temporaries=eighths(1, 16), step_scratch=eighths(0, 4),
+effective, n1 = rng.choice([256, 512, 1024]), rng.choice([2, 4, 8])
+weight_gradient = 1 + eighths(0, 2)
+bound = step_pair(
+    effective, n1, rng.randint(16, 32) / 64, rng.randint(8, 32) / 64, parameters=params, gradients=params,
+    optimizer_state=2 * params, other=eighths(0, 2), step_scratch=weight_gradient - 1 / 8,
+    weight_gradient=weight_gradient,
 )  # fmt: skip
-show_timeline("activation-bound", bound, (2 if n0 > 2 else 4, n0 * rng.choice([2, 4]), 256))
-n0 = rng.choice([8, 16])
-acts, temps = eighths(1, 4), eighths(1, 4)
-flat = timeline_from_parts(
-    n0, 32, parameters=params, gradients=params, optimizer_state=2 * params, other=eighths(0, 2),
-    activations=acts, temporaries=temps, step_scratch=2 * (acts + temps),  # at N = 2 the micro-steps win (x >= 4)
+show_timelines("activation-bound", *bound, (2 if n1 > 2 else 16, effective))
+acts, temps = rng.randint(1, 8) / 256, rng.randint(1, 8) / 256
+flat = step_pair(
+    256, rng.choice([4, 8]), acts, temps, parameters=params, gradients=params, optimizer_state=2 * params,
+    other=eighths(0, 2), step_scratch=(acts + temps) * 128 + 1 + eighths(1, 4), weight_gradient=eighths(0, 1),
 )  # fmt: skip
-show_timeline("flat", flat, (2, 2 * n0, rng.choice([1, 0, -2])))
+show_timelines("flat", *flat, (2, rng.choice([16, 64]), rng.choice([1, 0, -2])))

@@ -7,6 +7,7 @@ import json
 import pytest
 import torch
 
+from gradacc.course.checks.lesson03 import reference_peak_for_n
 from gradacc.memory import (
     CATEGORIES,
     MIB,
@@ -24,6 +25,7 @@ from gradacc.memory import (
     profile_config,
     record_timeline,
     smallest_fitting_accum_steps,
+    spans_config,
     timeline_config,
 )
 
@@ -479,3 +481,36 @@ def test_predicted_timeline_has_the_predicted_peak_and_n_teeth():
         assert predicted.tooth_heights() == pytest.approx(measured.tooth_heights(), abs=0.01)
     with pytest.raises(ValueError, match="analytic"):
         predict_timeline(MemoryProfile.analytic(1000, activation_mib_per_sample=0.01), 64, 2)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Where a tracker starts, and the exercise 3.5 reference on real timelines (issue 59)
+
+
+def test_a_tracker_around_one_micro_step_misses_exactly_the_gradient_buffer():
+    """``measure_spans``: every micro-step's own rise is one micro-batch's activations and temporaries; the window's
+    rise is larger by the gradient buffer (the parameters' bytes), and its peak is ``measure_config``'s."""
+    config = MLP.with_(effective_batch_size=512)
+    param_mib = sum(p.numel() for p in config.build_model().parameters()) * 4 / MIB
+    spans = spans_config(config, 4)
+    assert len(spans.micro_step_rise_mib) == 4 and spans.gradient_mib == pytest.approx(param_mib)
+    assert spans.window_rise_mib - spans.micro_step_rise_mib[-1] == pytest.approx(param_mib, abs=1e-3)
+    assert spans.peak_mib == pytest.approx(measure_config(config, 4, method="storages", device="cpu").peak_mib)
+    assert spans.peak_mib - spans.start_mib == pytest.approx(spans.window_rise_mib)
+    single = spans_config(config, 1)  # N = 1: one micro-step, which writes the buffer while freeing activations
+    assert single.micro_step_rise_mib == [pytest.approx(single.window_rise_mib)]
+
+
+def test_the_per_operation_line_predicts_every_n_where_one_scaled_breakdown_does_not():
+    """Exercise 3.5's reference (two timelines, one line per operation) equals the measured peak at N = 2..16; the
+    old rule (one timeline's highest point, activations and temporaries scaled by N0 / N) is off by several %."""
+    config = MLP.with_(effective_batch_size=512)
+    timelines = {n: timeline_config(config, n, device="cpu") for n in (2, 4, 8, 16)}
+    for n, measured in timelines.items():
+        assert reference_peak_for_n(timelines[4], timelines[8], n)[0] == pytest.approx(measured.peak_mib, abs=1e-4)
+    sixteen = timelines[16]
+    step_at = sixteen.event_index("optimizer step")
+    b = sixteen.at(max(range(step_at), key=sixteen.total.__getitem__))
+    held = b["parameters"] + b["gradients"] + b["optimizer_state"] + b["other"]
+    scaled = held + (b["activations"] + b["temporaries"]) * 16 / 2
+    assert scaled / timelines[2].peak_mib - 1 > 0.03  # the parameter-sized temporaries scaled as if they were samples

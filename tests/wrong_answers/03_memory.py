@@ -146,49 +146,57 @@ def peak_at(breakdown, accum_steps):
     return (backward, "backward") if backward > step else (step, "optimizer.step")
 
 
-# %% 3.5 the whole micro-step total scaled by N0 / N (parameters, gradients and optimizer state shrink too)
-def peak_for_n(timeline, accum_steps):
-    if accum_steps < 2 or timeline.accum_steps < 2:
+# %% 3.5 one timeline's highest point, its activations and temporaries scaled by N0 / N (the weight gradients stay)
+def peak_for_n(first, second, accum_steps):
+    if accum_steps < 2 or min(first.accum_steps, second.accum_steps) < 2:
         raise ValueError(f"N must be >= 2, got {accum_steps}")
-    total = timeline.total
-    step_at = timeline.event_index("optimizer step")
-    micro = max(total[:step_at]) * timeline.accum_steps / accum_steps
-    step = max(total[step_at:])
-    return (micro, "micro-step") if micro > step else (step, "optimizer step")
-
-
-# %% 3.5 the optimizer step forgotten: the scaled micro-step peak, always
-def peak_for_n(timeline, accum_steps):
-    if accum_steps < 2 or timeline.accum_steps < 2:
-        raise ValueError(f"N must be >= 2, got {accum_steps}")
-    total = timeline.total
-    step_at = timeline.event_index("optimizer step")
-    b = timeline.at(max(range(step_at), key=lambda i: total[i]))
+    total = first.total
+    step_at = first.event_index("optimizer step")
+    b = first.at(max(range(step_at), key=lambda i: total[i]))
     fixed = b["parameters"] + b["gradients"] + b["optimizer_state"] + b["other"]
-    return fixed + (b["activations"] + b["temporaries"]) * timeline.accum_steps / accum_steps, "micro-step"
-
-
-# %% 3.5 only the activations scaled (the backward pass's temporaries belong to the micro-batch too)
-def peak_for_n(timeline, accum_steps):
-    if accum_steps < 2 or timeline.accum_steps < 2:
-        raise ValueError(f"N must be >= 2, got {accum_steps}")
-    total = timeline.total
-    step_at = timeline.event_index("optimizer step")
-    b = timeline.at(max(range(step_at), key=lambda i: total[i]))
-    fixed = b["parameters"] + b["gradients"] + b["optimizer_state"] + b["other"] + b["temporaries"]
-    micro = fixed + b["activations"] * timeline.accum_steps / accum_steps
+    micro = fixed + (b["activations"] + b["temporaries"]) * first.accum_steps / accum_steps
     step = max(total[step_at:])
     return (micro, "micro-step") if micro > step else (step, "optimizer step")
 
 
-# %% 3.5 the timeline's overall peak read instead of the micro-steps' highest point (wrong when optimizer.step() holds it)
-def peak_for_n(timeline, accum_steps):
-    if accum_steps < 2 or timeline.accum_steps < 2:
+# %% 3.5 one line through the two micro-steps' highest points (the operation at the peak changes with b)
+def peak_for_n(first, second, accum_steps):
+    if accum_steps < 2 or min(first.accum_steps, second.accum_steps) < 2:
         raise ValueError(f"N must be >= 2, got {accum_steps}")
-    total = timeline.total
-    step_at = timeline.event_index("optimizer step")
-    b = timeline.at(timeline.peak_index)
-    fixed = b["parameters"] + b["gradients"] + b["optimizer_state"] + b["other"]
-    micro = fixed + (b["activations"] + b["temporaries"]) * timeline.accum_steps / accum_steps
-    step = max(total[step_at:])
+    p1 = max(first.total[: first.event_index("optimizer step")])
+    p2 = max(second.total[: second.event_index("optimizer step")])
+    b1, b2 = first.micro_batch_size, second.micro_batch_size
+    micro = p1 + (p2 - p1) / (b2 - b1) * (b1 * first.accum_steps / accum_steps - b1)
+    step = max(first.total[first.event_index("optimizer step") :])
     return (micro, "micro-step") if micro > step else (step, "optimizer step")
+
+
+# %% 3.5 the first micro-step's operations fitted (its gradient buffer is not full yet)
+def peak_for_n(first, second, accum_steps):
+    if accum_steps < 2 or min(first.accum_steps, second.accum_steps) < 2:
+        raise ValueError(f"N must be >= 2, got {accum_steps}")
+
+    def first_micro_step(timeline):
+        return timeline.total[timeline.event_index("forward", 1) : timeline.event_index("forward", 2)]
+
+    b1, b2 = first.micro_batch_size, second.micro_batch_size
+    b = b1 * first.accum_steps / accum_steps
+    points = zip(first_micro_step(first), first_micro_step(second), strict=True)
+    micro = max(p1 + (p2 - p1) / (b2 - b1) * (b - b1) for p1, p2 in points)
+    step = max(first.total[first.event_index("optimizer step") :])
+    return (micro, "micro-step") if micro > step else (step, "optimizer step")
+
+
+# %% 3.5 the optimizer step forgotten: the micro-steps' peak, always
+def peak_for_n(first, second, accum_steps):
+    if accum_steps < 2 or min(first.accum_steps, second.accum_steps) < 2:
+        raise ValueError(f"N must be >= 2, got {accum_steps}")
+
+    def last_micro_step(timeline):
+        start = timeline.event_index("forward", timeline.accum_steps)
+        return timeline.total[start : timeline.event_index("optimizer step")]
+
+    b1, b2 = first.micro_batch_size, second.micro_batch_size
+    b = b1 * first.accum_steps / accum_steps
+    points = zip(last_micro_step(first), last_micro_step(second), strict=True)
+    return max(p1 + (p2 - p1) / (b2 - b1) * (b - b1) for p1, p2 in points), "micro-step"

@@ -16,6 +16,8 @@ The API (this package re-exports it), one concern per module:
 * ``predict``: ``MemoryProfile``, ``profile_model``, ``predict_step``, ``smallest_fitting_accum_steps``;
 * ``timeline``: ``StepTimeline``, ``record_timeline``, ``timeline_config``: every category after every operation of
   one step, with the micro-steps marked; ``predict_timeline`` draws the same from a profile;
+* ``spans``: ``measure_spans``, ``spans_config``: what a tracker started around one micro-step reports against one
+  around the whole window (the gradient buffer that micro-step 1 allocated);
 * ``parallel``: ``predict_parallel``, one rank's peak under DDP or FSDP2 (gradient sync each micro-step or at the
   boundary), from the one-process profile;
 * ``xla``: XLA's compiled memory analysis for JAX, and ``step_memory`` (one JAX training step of lesson 06's loops).
@@ -42,6 +44,7 @@ from .options import (
 )
 from .parallel import PARALLEL_MODES, predict_parallel
 from .predict import MemoryProfile, predict_step, profile_config, profile_model, smallest_fitting_accum_steps
+from .spans import WindowSpans, measure_spans, spans_config
 from .timeline import StepTimeline, predict_timeline, record_timeline, timeline_config
 from .tracker import CATEGORIES, MIB, LiveStorageCounter, StepMemory, format_breakdown
 from .xla import jax_compiled_memory, jax_memory_analysis, step_memory
@@ -75,6 +78,9 @@ __all__ = [
     "jax_compiled_memory",
     "jax_memory_analysis",
     "step_memory",
+    "WindowSpans",
+    "measure_spans",
+    "spans_config",
     "StepTimeline",
     "record_timeline",
     "timeline_config",

@@ -22,17 +22,23 @@ GPUs), read from public ``nvidia-smi`` printouts. Less than the nominal size: a 
 not 16,384; an H100 "80 GB" 81,559 MiB. On your own card read ``torch.cuda.mem_get_info()`` instead (``gpu_capacity``).
 """
 
-CUDA_CONTEXT_MIB: float = 287_047_680 / 2**20
-"""273.8 MiB: GPU memory a PyTorch process's CUDA context took before any tensor, with lazy module loading (PyTorch's
-default since 1.13), in ONE measurement, pytorch/pytorch#86509 ("Sets CUDA_MODULE_LOADING to LAZY": 287,047,680
-bytes lazy, 666,632,192 eager). A lower bound: other cards, drivers and CUDA versions report about 400 MB, and the
-cuBLAS / cuDNN workspaces of the first matrix products and convolutions come on top."""
+CUDA_CONTEXT_MIB: float = (287_047_680 - 20 * 2**20) / 2**20
+"""253.75 MiB: GPU memory a PyTorch process's CUDA context took before any tensor, with lazy module loading (PyTorch's
+default since 1.13), in ONE measurement, pytorch/pytorch#86509 ("Sets CUDA_MODULE_LOADING to LAZY"). That PR read
+287,047,680 bytes (273.75 MiB) in use after creating one 6.1 MiB tensor, which the caching allocator serves from a
+20 MiB segment (allocations between 1 and 10 MiB share 20 MiB blocks: ``kMinLargeAlloc`` in
+``c10/core/AllocatorConfig.h``, ``kLargeBuffer`` in ``c10/cuda/CUDACachingAllocator.cpp``); without it, about
+254 MiB. In general about 250-400 MiB, by card, driver and CUDA version (about 300 and 400 MB in answers on PyTorch's
+issue tracker, pytorch/pytorch#107667 and #109888), and the cuBLAS / cuDNN workspaces of the first matrix products and
+convolutions come on top. Neither a lower nor an upper bound: a typical
+value; on your own card read ``torch.cuda.mem_get_info()`` once the context exists (``gpu_capacity``)."""
 
 
 def usable_mib(total_mib: float) -> float:
     """MiB a PyTorch process can at most allocate on a card whose ``nvidia-smi`` total is ``total_mib``: the total
-    minus the CUDA context (``CUDA_CONTEXT_MIB``). An upper bound: workspaces, the caching allocator's reserved but
-    unused blocks and fragmentation lower it; budget against ``torch.cuda.max_memory_reserved()``."""
+    minus a typical CUDA context (``CUDA_CONTEXT_MIB``, about 254 MiB; 250-400 MiB in general). Workspaces, the caching
+    allocator's reserved but unused blocks and fragmentation lower it further; budget against
+    ``torch.cuda.max_memory_reserved()``."""
     return float(total_mib) - CUDA_CONTEXT_MIB
 
 

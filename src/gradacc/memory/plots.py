@@ -87,7 +87,7 @@ def fits_summary(
 
     Returns:
         ``{"fits": bool, "smallest_accum_steps": int | None, "text": str}``; the text is one sentence, e.g.
-        ``"N = 8 (micro-batch 512): peak 19.6 MiB, fits in T4 (Colab's GPU): 15,360 MiB (14.7 GiB usable). Smallest N
+        ``"N = 8 (micro-batch 512): peak 19.6 MiB, fits in T4 (Colab's GPU): 15,360 MiB (14.8 GiB usable). Smallest N
         that fits: 1."``
 
     Raises:

@@ -277,11 +277,16 @@ def timeline_from_parts(
     activations: float,
     temporaries: float,
     step_scratch: float,
+    weight_gradient: float = 0.0,
 ) -> StepTimeline:
     """A ``StepTimeline`` shaped like a measured one, from its parts (MiB): each micro-step's forward pass builds
-    ``activations`` in four equal layers; its backward pass starts with ``temporaries`` on top (the micro-step's
-    highest point) and frees both; micro-step 1's backward pass writes the gradient buffer, full from then on; then
-    ``optimizer.step()`` adds ``step_scratch`` and ``zero_grad`` frees the buffer."""
+    ``activations`` in four equal layers; its backward pass starts with ``temporaries`` on top (the highest point
+    when the micro-batch is large), frees half of both, then holds ``weight_gradient`` (a parameter-sized
+    temporary, a layer's weight gradient before it is added to the buffer: the same at every micro-batch size) next
+    to a quarter of the activations, and frees everything; micro-step 1's backward pass writes the gradient buffer,
+    full from then on; then ``optimizer.step()`` adds ``step_scratch`` and ``zero_grad`` frees the buffer. Build
+    two timelines of one step at two N from per-sample parts: ``activations`` and ``temporaries`` times the
+    micro-batch size, the rest unchanged."""
     mib: dict[str, list[float]] = {c: [] for c in CATEGORIES}
     events: list[tuple[int, str, int]] = []
     held = {"parameters": parameters, "optimizer_state": optimizer_state, "other": other}
@@ -299,6 +304,7 @@ def timeline_from_parts(
         events.append((len(mib["parameters"]), "backward", k))
         point(before, activations, temporaries)
         point((before + gradients) / 2, activations / 2, temporaries / 2)
+        point((before + gradients) / 2, activations / 4, weight_gradient)
         point(gradients)
     events.append((len(mib["parameters"]), "optimizer step", 0))
     point(gradients, temps=step_scratch)
@@ -306,57 +312,79 @@ def timeline_from_parts(
     return StepTimeline(accum_steps=accum_steps, micro_batch_size=micro_batch_size, mib=mib, events=events)
 
 
-def reference_peak_for_n(timeline: StepTimeline, accum_steps: int) -> tuple[float, str]:
-    """Exercise 3.5's answer: from a timeline measured at N0 >= 2, ``(peak MiB, "micro-step" | "optimizer step")``
-    of the same step at N = ``accum_steps`` >= 2 (same effective batch).
+def reference_peak_for_n(first: StepTimeline, second: StepTimeline, accum_steps: int) -> tuple[float, str]:
+    """Exercise 3.5's answer: from two timelines of one step (same model, optimizer and effective batch B) measured
+    at two N >= 2, ``(peak MiB, "micro-step" | "optimizer step")`` of the same step at N = ``accum_steps`` >= 2.
 
-    The micro-steps' highest point (before ``optimizer.step()``) holds parameters, the full gradient buffer, optimizer
-    state and other, which N does not change, plus one micro-batch's activations and temporaries, which scale as
-    N0 / N (micro-batch B / N). The optimizer step's highest point does not depend on N. The peak is the larger
-    (``"optimizer step"`` on a tie), as in ``gradacc.memory.predict_step``.
+    After each operation of the last micro-step, live memory is a line in the micro-batch size b,
+    ``fixed + per_sample x b`` (as in ``gradacc.memory.profile_config``): the two timelines give each operation's
+    line, evaluated at b = B / N; the largest is the micro-steps' peak. Scaling one timeline's highest point by
+    N0 / N is not enough: part of the temporaries are parameter-sized (weight gradients), and the operation that
+    holds the peak changes with b. The optimizer step's highest point does not depend on N. The peak is the larger
+    (``"optimizer step"`` on a tie).
 
     Raises:
-        ValueError: ``accum_steps < 2`` or a timeline measured at N0 < 2 (no full gradient buffer in the micro-steps).
+        ValueError: ``accum_steps < 2``, a timeline measured at N < 2 (no full gradient buffer in the micro-steps),
+            or two timelines at the same micro-batch size (no line through one point).
     """
-    if accum_steps < 2 or timeline.accum_steps < 2:
+    if accum_steps < 2 or min(first.accum_steps, second.accum_steps) < 2:
         raise ValueError(
-            f"N = {accum_steps} from a timeline at N = {timeline.accum_steps}: both must be >= 2 (at N = 1 the "
-            "gradient buffer is not full during the micro-step)"
+            f"N = {accum_steps} from timelines at N = {first.accum_steps} and {second.accum_steps}: all must be >= 2 "
+            "(at N = 1 the gradient buffer is not full during the micro-step)"
         )
-    total = timeline.total
-    step_at = timeline.event_index("optimizer step")
-    b = timeline.at(max(range(step_at), key=total.__getitem__))
-    scale = timeline.accum_steps / accum_steps
-    fixed = b["parameters"] + b["gradients"] + b["optimizer_state"] + b["other"]
-    micro = fixed + (b["activations"] + b["temporaries"]) * scale
-    step = max(total[step_at:])
+
+    def last_micro_step(timeline: StepTimeline) -> list[float]:
+        """The total MiB after each operation of the last micro-step: the same operations at every N >= 2."""
+        start = timeline.event_index("forward", timeline.accum_steps)
+        return timeline.total[start : timeline.event_index("optimizer step")]
+
+    b1, b2 = first.micro_batch_size, second.micro_batch_size
+    if b1 == b2:
+        raise ValueError(f"two timelines at the same micro-batch size {b1}: measure two different N")
+    b = b1 * first.accum_steps / accum_steps
+    lines = zip(last_micro_step(first), last_micro_step(second), strict=True)
+    micro = max(p1 + (p2 - p1) / (b2 - b1) * (b - b1) for p1, p2 in lines)
+    step = max(first.total[first.event_index("optimizer step") :])
     return (micro, "micro-step") if micro > step else (step, "optimizer step")
 
 
 def check_peak_for_n(peak_for_n: Callable) -> None:
-    """Exercise 3.5: ``peak_for_n(timeline, accum_steps) -> (peak_mib, moment)`` from a ``StepTimeline`` measured at
-    N0 >= 2: a real one (an MLP measured here), an activation-bound and a flat one (``timeline_from_parts``), each
-    at an N above and below N0; N < 2 raises ``ValueError``."""
+    """Exercise 3.5: ``peak_for_n(first, second, accum_steps) -> (peak_mib, moment)`` from two ``StepTimeline`` s of
+    one step measured at two N >= 2: a real pair (an MLP measured here), an activation-bound pair with a
+    parameter-sized weight-gradient temporary (``timeline_from_parts``; the operation at the peak changes with the
+    micro-batch size) and a pair whose peak is in ``optimizer.step()``, each at an N above and below the two;
+    N < 2 raises ``ValueError``."""
     parts = {"parameters": 4.0, "gradients": 4.0, "optimizer_state": 8.0, "other": 1.0}
-    bound = timeline_from_parts(4, 64, **parts, activations=32.0, temporaries=16.0, step_scratch=4.0)
-    flat = timeline_from_parts(8, 32, **{**parts, "optimizer_state": 16.0}, activations=2.0, temporaries=3.0,
-                               step_scratch=9.0)  # fmt: skip
-    real = timeline_config(StepConfig(width=128, depth=2, effective_batch_size=512), 4, device="cpu")
-    cases = [(real, (2, 16)), (bound, (2, 8, 64)), (flat, (2, 16))]
+
+    def pair(n1: int, n2: int, effective: int, acts: float, temps: float, **rest: float) -> tuple:
+        """Two timelines of one step; ``acts`` and ``temps`` in MiB per sample."""
+        return tuple(
+            timeline_from_parts(
+                n, effective // n, **rest, activations=acts * effective / n, temporaries=temps * effective / n
+            )  # fmt: skip
+            for n in (n1, n2)
+        )
+
+    bound = pair(4, 8, 256, 1 / 8, 1 / 16, **parts, step_scratch=2.0, weight_gradient=3.0)
+    flat = pair(8, 16, 256, 1 / 64, 1 / 64, **{**parts, "optimizer_state": 16.0}, step_scratch=12.0,
+                weight_gradient=2.0)  # fmt: skip
+    small = StepConfig(width=128, depth=2, effective_batch_size=512)
+    real = tuple(timeline_config(small, n, device="cpu") for n in (4, 8))
+    cases = [(real, (2, 64)), (bound, (2, 16, 256)), (flat, (2, 32))]
 
     def body() -> str | None:
-        for timeline, ns in cases:
+        for (first, second), ns in cases:
             for n in ns:
-                got, want = peak_for_n(timeline, n), reference_peak_for_n(timeline, n)
-                where = _("peak_for_n(timeline measured at N = {measured}, {n})").format(
-                    measured=timeline.accum_steps, n=n
+                got, want = peak_for_n(first, second, n), reference_peak_for_n(first, second, n)
+                where = _("peak_for_n(timelines measured at N = {first} and {second}, {n})").format(
+                    first=first.accum_steps, second=second.accum_steps, n=n
                 )
                 problem = _peak_and_moment(where, got, want, 1e-6, "moment", _("peaks"))
                 if problem:
                     return problem
         for n in (1, 0):
-            if not _raises_value_error(peak_for_n, bound, n):
-                return _("peak_for_n(timeline, {n}) should raise ValueError (N must be >= 2)").format(n=n)
+            if not _raises_value_error(peak_for_n, *bound, n):
+                return _("peak_for_n(first, second, {n}) should raise ValueError (N must be >= 2)").format(n=n)
         return None
 
     run_check("3.5", body)
