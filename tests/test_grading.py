@@ -268,6 +268,21 @@ def build_corpus(root: Path) -> tuple[Path, Path, Path]:
         "    return 2.5\n"
     )
     _write(_answered(ex1, {"ex-1-1-solution": steal}), subs / "tamper_read" / n)
+
+    # Files that must never be read (issue 60): a link to another student's notebook, a link to a system file, a
+    # named pipe, a hard link to a file outside the class; a stray file at the top (what `gradacc progress` wrote).
+    (subs / "mallory").mkdir()
+    (subs / "mallory" / n).symlink_to(subs / "alice" / n)
+    (subs / f"snoop__{n}").symlink_to("/etc/passwd")
+    (subs / "piper").mkdir()
+    os.mkfifo(subs / "piper" / n)
+    outside = _write(_answered(ex1, right), root / "outside" / n)
+    (subs / "linker").mkdir()
+    os.link(outside, subs / "linker" / n)
+    (subs / "progress.json").write_text('{"course": {}}')
+    # An answer cell that does not even compile: its own error first, not the check's NameError (issue 60).
+    indented = "def weighted_mean(values, weights):\nreturn 0.0\n"
+    _write(_answered(ex1, {**right, "ex-1-1-solution": indented}), subs / "indent" / n)
     return solutions, hidden, subs
 
 
@@ -399,8 +414,45 @@ def test_wrong_exercise_duplicates_and_stray_files(book):
     assert (row.status, row.points) == ("duplicate", 0)
     assert "erin__01_small.ipynb" in row.message and "erin/01_small.ipynb" in row.message
     assert _row(book, "frank", "notes").status == "unrecognized"
-    assert _row(book, "README", "README").status == "unrecognized"
-    assert not [r for r in book.rows if r.student == "README" and r.status == "missing"]
+    # a stray file at the top is listed, as no student's: it invents neither a student nor an exercise (issue 60)
+    for name in ("README.md", "progress.json"):
+        row = _row(book, "", name)
+        assert (row.status, row.points, row.max_points) == ("unrecognized", 0, 0), row
+        assert "must be named <student>__NN_topic.ipynb" in row.message
+    assert not [r for r in book.rows if r.student in ("README", "progress")]
+
+
+@pytest.mark.notebook
+def test_links_and_special_files_are_refused_never_read(book):
+    """Issue 60: a symbolic link to another student's notebook got 6/6; a link to /etc/passwd was read."""
+    expected = {
+        "mallory": "a symbolic link (to ",
+        "snoop": "a symbolic link (to /etc/passwd): never followed",
+        "piper": "a named pipe, not a regular file: never read",
+        "linker": "a hard link to a file outside the class (2 names, 1 of them in the submissions folder)",
+    }
+    for student, reason in expected.items():
+        row = _row(book, student)
+        assert (row.status, row.points, row.max_points, row.checks) == ("refused-file", 0, 5, {"1.1": 0, "1.2": 0})
+        assert row.message.startswith(reason), row.message
+        assert row.sandbox == "" and row.seconds is None  # nothing of it ran
+        assert row.feedback and reason in row.feedback[0]
+        assert _row(book, student, "02_small").status == "missing"  # a student all the same
+    # read_submission refuses them too, if one is swapped in after discovery
+    assert read_submission(_row(book, "snoop").file)[2].startswith("the file cannot be opened")
+    assert read_submission(_row(book, "piper").file)[2].startswith("not a regular file")
+
+
+@pytest.mark.notebook
+def test_the_answer_cells_own_error_is_reported_before_the_checks(book):
+    """Issue 60: an IndentationError in the answer was reported as the check cell's NameError."""
+    row = _row(book, "indent")
+    assert (row.status, row.checks) == ("graded", {"1.1": 0, "1.2": 3}), row
+    assert row.message.startswith(
+        "1.1: your answer cell ex-1-1-solution raised IndentationError: expected an indented block"
+    ), row.message
+    assert "; then the check: Exercise 1.1: incorrect - your code raised NameError: name 'weighted_mean'" in row.message
+    assert "raised IndentationError" in row.feedback[0] and "Exercise 1.1 (0 / 2 points): failed" in row.feedback[0]
 
 
 @pytest.mark.notebook
@@ -441,7 +493,7 @@ def _started_here(process) -> bool:
 def test_every_submission_got_exactly_one_row(book, corpus):
     keys = [(r.student, r.exercise) for r in book.rows]
     assert len(keys) == len(set(keys))
-    students = {p.name for p in corpus[2].iterdir() if p.is_dir()} | {"bob", "README"}
+    students = {p.name for p in corpus[2].iterdir() if p.is_dir()} | {"bob", "snoop", ""}
     assert {r.student for r in book.rows} == students
     assert all(r.status in STATUSES for r in book.rows)
     assert not [r for r in book.rows if r.status == "grader-error"]

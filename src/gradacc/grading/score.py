@@ -18,6 +18,7 @@ from pathlib import Path
 from ..course.nbval_run import NbvalRun
 from ..i18n import N_, Message, notebook_language, translate
 from .discover import Found, discover, load_references, read_submission
+from .files import open_private
 from .gradebook import (
     STATUS_NAMES,
     Gradebook,
@@ -74,6 +75,29 @@ def same_output(got: str, want: str) -> bool:
     return True
 
 
+def answer_error(layout: dict[str, int], cells: dict, check: str) -> Message | None:
+    """The error an answer cell of ``check`` raised in the run, or ``None``: the first ``solution:<id>`` cell between
+    the previous check cell and this one (``layout``: capture key -> code-cell index, ``merge_submission``) whose
+    captured output holds an error. A check that fails after its answer cell failed (an ``IndentationError``, say)
+    reports only a ``NameError`` of its own: this error is the one the student must read first."""
+    mine = layout.get(f"check:{check}")
+    if mine is None:
+        return None
+    before = [i for k, i in layout.items() if k.startswith("check:") and i < mine]
+    start = max(before, default=-1)
+    answers = sorted((i, k) for k, i in layout.items() if k.startswith("solution:") and start < i < mine)
+    for _, key in answers:
+        err = (cells.get(key) or {}).get("error")
+        if err:
+            return Message(
+                N_("your answer cell {cell} raised {error}: {message}"),
+                cell=key.removeprefix("solution:"),
+                error=err["ename"],
+                message=_short(err["evalue"], 300),
+            )
+    return None
+
+
 def _score(
     ref: Reference, layout: dict[str, int], run: NbvalRun, capture: dict, settings: Settings, row: Row, printed: str
 ) -> None:
@@ -121,11 +145,14 @@ def _score(
                 _say(lang, N_("Exercise {check} ({points} points): passed"), check=cid, points=_num(points))
             )
             continue
+        first = answer_error(layout, cells, cid)
         if not visible:
             stopped = bool(kinds & {"kernel-died", "output-limit"})
             why = _check_message(cid, cells.get(f"check:{cid}"), stopped, settings.cell_timeout, printed)
-            failures.append(f"{cid}: {_short(why, 160)}")
-            said = _short(_said(why, lang), 300)
+            if first is not None:  # the answer's own error first; the check's, which follows from it, second
+                why = Message(N_("{answer}; then the check: {check}"), answer=first, check=why)
+            failures.append(f"{cid}: {_short(why, 1000)}")
+            said = _short(_said(why, lang), 500)
         else:
             why = Message(
                 N_(
@@ -134,7 +161,7 @@ def _score(
                 ),
                 problem=hidden_problem,
             )
-            failures.append(f"{cid}: {_short('hidden check failed: ' + hidden_problem, 160)}")
+            failures.append(f"{cid}: {_short('hidden check failed: ' + hidden_problem, 1000)}")
             said = why.into(lang)
         failed = N_("Exercise {check} (0 / {points} points): failed: `{why}`")
         row.feedback.append(_say(lang, failed, check=cid, points=_num(points), why=_code(said)))
@@ -273,6 +300,15 @@ def _grade_one(
     return row
 
 
+def refused_row(found: Found, ref: Reference) -> Row:
+    """The row of a submission the grader never reads (``Found.refused``: a symbolic link, a hard link to a file
+    outside the class, a special file): ``refused-file``, 0 points, the reason as its message and its feedback."""
+    row = Row(found.student, ref.name, "refused-file", 0, ref.max_points, found.refused, str(found.path))
+    row.checks = {str(c["check"]): 0 for c in ref.checks}
+    row.feedback.append(f"`{_code(found.refused)}`")
+    return row
+
+
 # ---------------------------------------------------------------------------------------------------------- journal
 def read_journal(path: Path) -> tuple[int | None, list[Row]]:
     """``(seed, rows)`` from a grading journal (``grade(..., journal=path)``): JSON lines, a header ``{"seed": S}``
@@ -373,12 +409,15 @@ def grade(
     groups: dict[tuple[str, str], list[Found]] = {}
     for f in found:
         if not f.recognized:
-            rows.append(Row(f.student, f.exercise, "unrecognized", message=f.note, file=str(f.path)))
+            status = "refused-file" if f.refused else "unrecognized"
+            rows.append(Row(f.student, f.exercise, status, message=f.note, file=str(f.path)))
         elif f.exercise in selected:
             groups.setdefault((f.student, f.exercise), []).append(f)
     for (student, name), files in sorted(groups.items()):
         ref = selected[name]
-        if len(files) > 1:
+        if len(files) == 1 and files[0].refused:  # a link or a special file: never read, its row kept
+            rows.append(refused_row(files[0], ref))
+        elif len(files) > 1:
             listed = ", ".join(str(f.path) for f in files)
             rows.append(
                 Row(
@@ -419,7 +458,7 @@ def grade(
         log(f"resuming: {len(kept)} notebooks already graded in {journal}, {len(jobs)} to grade (seed {seed})")
     sink = None
     if journal is not None:
-        sink = open(journal, "a" if resume else "w", encoding="utf-8")  # noqa: SIM115 - closed in the finally below
+        sink = open_private(journal, "a" if resume else "w")  # the instructor's only; closed in the finally below
         if not done:
             sink.write(json.dumps({"seed": seed}) + "\n")
             sink.flush()
