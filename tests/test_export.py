@@ -214,7 +214,11 @@ def test_rows_the_grader_could_not_grade_are_blank_never_0(tmp_path, capsys):
     assert main(args) == 1
     err = capsys.readouterr().err
     assert "2 gradebook students could not be graded" in err and "kim (03_memory), lee (02_pytorch)" in err
-    assert _read(out)[1:] == [["Kim", "", "", "6", "", ""], ["Lee", "", "", "", "3", ""], ["Park", "", "", "0", "8", "8"]]
+    assert _read(out)[1:] == [
+        ["Kim", "", "", "6", "", ""],
+        ["Lee", "", "", "", "3", ""],
+        ["Park", "", "", "0", "8", "8"],
+    ]
     assert main([*args, "--allow-ungraded"]) == 0
     report = export_grades(gradebook, roster, "csv", tmp_path / "t.csv", per="total")
     assert _read(tmp_path / "t.csv")[1:] == [["Kim", "", "", ""], ["Lee", "", "", ""], ["Park", "", "", "8"]]
@@ -244,7 +248,7 @@ def test_a_stray_file_adds_no_column_and_no_student(tmp_path):
     ]
 
 
-HOSTILE = ["=1+2", "+SUM(A1)", "-2+3", "@cmd", "\tlead", "\rlead", "=HYPERLINK(\"http://x\")"]
+HOSTILE = ["=1+2", "+SUM(A1)", "-2+3", "@cmd", "\tlead", "\rlead", '=HYPERLINK("http://x")']
 
 
 def _formula_cells(path: Path) -> list[str]:
@@ -269,7 +273,8 @@ def test_every_csv_the_course_writes_is_formula_safe_and_private(tmp_path):
     written = [gradebook]
     rosters = {
         "canvas": "Student,ID\n" + "".join(f'"{n}",{i}\n' for i, n in enumerate(HOSTILE[:3])),
-        "moodle": "First name,Last name,Email address\n" + "".join(f'"{n}",x,{i}@x\n' for i, n in enumerate(HOSTILE[:3])),
+        "moodle": "First name,Last name,Email address\n"
+        + "".join(f'"{n}",x,{i}@x\n' for i, n in enumerate(HOSTILE[:3])),
         "csv": "student\n" + "".join(f'"{n}"\n' for n in HOSTILE[:3]),
     }
     for fmt, text in rosters.items():
@@ -284,7 +289,9 @@ def test_every_csv_the_course_writes_is_formula_safe_and_private(tmp_path):
     # the full value is kept behind the quote (a reader strips one leading ' to get the student's text)
     assert ["'=1+2", "", "", "1", "1"] in _read(tmp_path / "csv_out.csv")
     # one shared writer: no module of the package writes a CSV file on its own
-    own = [p for p in (ROOT / "src" / "gradacc").rglob("*.py") if "csv.writer(" in p.read_text() and p.name != "files.py"]
+    own = [
+        p for p in (ROOT / "src" / "gradacc").rglob("*.py") if "csv.writer(" in p.read_text() and p.name != "files.py"
+    ]
     assert own == []
 
 

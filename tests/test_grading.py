@@ -14,7 +14,9 @@ import csv
 import dataclasses
 import json
 import os
+import re
 import shutil
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -41,6 +43,7 @@ from gradacc.grading import (
     read_submission,
     same_output,
 )
+from gradacc.grading.progress import class_view
 
 # One xdist worker runs this whole module (Makefile: --dist loadgroup): the leftover-process check below looks for any
 # process in a grading folder, so a second grading run at the same time would look like a leftover.
@@ -530,12 +533,37 @@ def test_gradebook_csv_and_feedback(book, tmp_path):
     bob = next(r for r in rows if r["student"] == "bob" and r["exercise"] == "01_small")
     assert bob["hidden"] == "1.1: your code raised NotImplementedError; 1.2: your code raised NotImplementedError"
     written = book.write_feedback(tmp_path / "feedback")
-    assert len(written) == len({r.student for r in book.rows})
+    assert len(written) == len({r.student for r in book.rows if r.student})  # a stray file is no student's
+    # private (issue 60): the gradebook, the feedback folder and every feedback file are the instructor's only
+    assert stat.S_IMODE((tmp_path / "gradebook.csv").stat().st_mode) == 0o600
+    assert stat.S_IMODE((tmp_path / "feedback").stat().st_mode) == 0o700
+    assert {stat.S_IMODE(p.stat().st_mode) for p in written} == {0o600}
+    # each file says what it is about (issue 60): course, exercises, day of grading, course version
+    about = (tmp_path / "feedback" / "alice.md").read_text().splitlines()[2]
+    assert about == (
+        "Course: Gradient accumulation, from first principles to four frameworks. Exercises: 01\\_small, 02\\_small. "
+        f"Graded on {book.graded_on}; course version {book.course_version}."
+    )
+    assert re.fullmatch(r"\d{4}-\d\d-\d\d", book.graded_on) and book.course_version.startswith("gradacc 0.")
+    # the invalid-notebook feedback says what to do
+    assert "File > Download" in (tmp_path / "feedback" / "empty.md").read_text()
     text = (tmp_path / "feedback" / "edited_output.md").read_text()
     assert "Exercise 1.1 (0 / 2 points): failed" in text and "Exercise 1.2 (3 points): passed" in text
     for path in written:  # never the hidden checks' code
         body = path.read_text()
         assert "rng.uniform" not in body and "GRADACC_SEED" not in body and "exec(compile" not in body, path
+
+
+@pytest.mark.notebook
+def test_the_class_view_of_progress_has_a_row_per_student(book, tmp_path):
+    """`gradacc progress --class` (issue 60): one row per student, from the same gradebook rows (no new run here)."""
+    header, rows = class_view(book)
+    assert header == ["student", "01_small", "02_small", "total", "max_points", "checks passed"]
+    by_student = {r[0]: r[1:] for r in rows}
+    assert "" not in by_student and "README" not in by_student and len(rows) == len({r.student for r in book.rows}) - 1
+    assert by_student["alice"] == ["5 / 5", "1 / 1", "6", "6", "1.1 1.2 2.1"]
+    assert by_student["mallory"] == ["0 / 5 (refused-file)", "0 / 1 (missing)", "0", "6", ""]
+    assert by_student["edited_output"][0] == "3 / 5"
 
 
 @pytest.mark.notebook
@@ -549,7 +577,7 @@ def test_cli_exit_codes(corpus, tmp_path, monkeypatch, capsys):
     args = ["grade", str(one), "--reference", str(solutions), "--out", str(out), "--exercise", "02_small", "--quiet"]
     # A real process: every submission got a row -> 0, even though nobody scored.
     done = subprocess.run(
-        [sys.executable, "-m", "gradacc.cli", *args, "--feedback", str(tmp_path / "fb")],
+        [sys.executable, "-m", "gradacc.cli", *args[:-1], "--feedback", str(tmp_path / "fb")],
         capture_output=True,
         text=True,
         timeout=180,
@@ -558,6 +586,8 @@ def test_cli_exit_codes(corpus, tmp_path, monkeypatch, capsys):
     assert "2 rows (1 graded, 1 invalid-notebook)" in done.stdout
     assert f"hidden checks: {hidden.resolve()}" in done.stderr  # found next to the reference folder
     assert (tmp_path / "fb" / "zoe.md").exists() and (tmp_path / "fb" / "yan.md").exists()
+    journal = Path(str(out) + ".journal.jsonl")  # the instructor's only (issue 60)
+    assert [stat.S_IMODE(p.stat().st_mode) for p in (out, journal, tmp_path / "fb")] == [0o600, 0o600, 0o700]
     with out.open() as f:
         assert [(r["student"], r["status"], r["points"]) for r in csv.DictReader(f)] == [
             ("yan", "graded", "0"),
@@ -572,7 +602,11 @@ def test_cli_exit_codes(corpus, tmp_path, monkeypatch, capsys):
         raise RuntimeError("simulated grader bug")
 
     monkeypatch.setattr("gradacc.grading.score._run_merged", broken)
+    capsys.readouterr()
     assert main(args) == 1
+    said = capsys.readouterr()  # --quiet (issue 60): no summary, no progress, only warnings and errors
+    assert said.out == "" and "error: the grader failed on 1 file (grader-error)" in said.err, said
+    assert all(line.startswith(("warning", "error")) for line in said.err.splitlines()), said.err
     with out.open() as f:
         rows = {r["student"]: r for r in csv.DictReader(f)}
     assert rows["yan"]["status"] == "grader-error" and "simulated grader bug" in rows["yan"]["message"]
@@ -688,7 +722,7 @@ def test_discover_both_layouts(tmp_path):
         ("ann", "01_small", True, True),
         ("ann", "02_small", True, True),
         ("ben", "01_small", True, True),
-        ("loose", "loose", False, False),
+        ("", "loose.ipynb", False, False),  # no student's (issue 60)
     }
 
 

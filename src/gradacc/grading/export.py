@@ -248,8 +248,9 @@ def export_grades(
         ambiguous=ambiguous,
         columns=columns,
         unmatched_file=unmatched_file,
-        not_graded={s: [e for e in exercises if ex.get(e, 0.0) is None] for s, ex in points.items()
-                    if None in ex.values()},  # fmt: skip
+        not_graded={
+            s: [e for e in exercises if ex.get(e, 0.0) is None] for s, ex in points.items() if None in ex.values()
+        },  # fmt: skip
     )
 
 

@@ -14,12 +14,14 @@ from __future__ import annotations
 import csv
 import os
 import re
+import shutil
+import subprocess
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import IO
 
 __all__ = ["FORMULA_STARTS", "PRIVATE_FILE_MODE", "PRIVATE_FOLDER_MODE", "csv_safe", "open_private",
-           "private_folder", "write_csv", "write_private_text"]  # fmt: skip
+           "private_folder", "write_csv", "write_private_text", "course_commit", "course_version"]  # fmt: skip
 
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 """The first characters that make a spreadsheet evaluate a cell (OWASP's CSV-injection list)."""
@@ -86,3 +88,27 @@ def write_csv(path: Path | str, header: Sequence[object], rows: Iterable[Sequenc
         writer.writerow([csv_safe(v) for v in header])
         for row in rows:
             writer.writerow([csv_safe(v) for v in row])
+
+
+def course_commit(reference: Path | str) -> str | None:
+    """The git commit of the course folder holding ``reference`` (a solutions folder or notebook), or ``None`` (no
+    git, not a checkout)."""
+    git, reference = shutil.which("git"), Path(reference)
+    if git is None:
+        return None
+    done = subprocess.run(
+        [git, "-C", str(reference if reference.is_dir() else reference.parent), "rev-parse", "HEAD"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    return done.stdout.strip() or None if done.returncode == 0 else None
+
+
+def course_version(reference: Path | str) -> str:
+    """The course version grades come from, as a feedback file names it: ``gradacc 0.1.0, commit 0123456789ab``
+    (the package's version and the first 12 digits of the reference's git commit; the version alone outside git)."""
+    from .. import __version__
+
+    commit = course_commit(reference)
+    return f"gradacc {__version__}" + (f", commit {commit[:12]}" if commit else "")

@@ -6,6 +6,7 @@ the reference printed (numbers within one unit of the last digit); ``grade`` run
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import json
 import re
 import secrets
@@ -18,7 +19,7 @@ from pathlib import Path
 from ..course.nbval_run import NbvalRun
 from ..i18n import N_, Message, notebook_language, translate
 from .discover import Found, discover, load_references, read_submission
-from .files import open_private
+from .files import course_version, open_private
 from .gradebook import (
     STATUS_NAMES,
     Gradebook,
@@ -463,10 +464,13 @@ def grade(
             sink.write(json.dumps({"seed": seed}) + "\n")
             sink.flush()
     try:
-        return _grade_jobs(rows, jobs, selected, refs, seed, settings, progress, log, sink, start, box)
+        book = _grade_jobs(rows, jobs, selected, refs, seed, settings, progress, log, sink, start, box)
     finally:
         if sink is not None:
             sink.close()
+    book.course_version = course_version(reference)
+    book.graded_on = datetime.datetime.now(datetime.timezone.utc).date().isoformat()
+    return book
 
 
 def _grade_jobs(rows, jobs, selected, refs, seed, settings, progress, log, sink, start, box) -> Gradebook:
