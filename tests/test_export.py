@@ -12,8 +12,9 @@ from conftest import ROOT
 
 from gradacc.cli import main
 from gradacc.grading.export import export_grades, normalise, read_roster
-from gradacc.grading.files import FORMULA_STARTS, PRIVATE_FILE_MODE, csv_safe
+from gradacc.grading.files import FORMULA_STARTS, PRIVATE_FILE_MODE, csv_safe, write_csv
 from gradacc.grading.gradebook import Gradebook, Row
+from gradacc.grading.progress import class_view
 
 FIRST = [
     "Ada",
@@ -283,6 +284,11 @@ def test_every_csv_the_course_writes_is_formula_safe_and_private(tmp_path):
         report = export_grades(gradebook, roster, fmt, tmp_path / f"{fmt}_out.csv")
         assert report.unmatched_file is not None  # the other hostile names: the unmatched list is written too
         written += [tmp_path / f"{fmt}_out.csv", report.unmatched_file]
+    book = Gradebook(rows=rows, check_columns=["2.1"], seed=1, wall_s=1.0)  # the class view of progress
+    header, lines = class_view(book)
+    write_csv(tmp_path / "class-progress.csv", header, lines)  # as class_progress writes it
+    written.append(tmp_path / "class-progress.csv")
+    assert {"'=1+2", "'+SUM(A1)", "'\tlead"} <= {r[0] for r in _read(written[-1])[1:]}
     for path in written:
         assert _formula_cells(path) == [], path
         assert stat.S_IMODE(path.stat().st_mode) == PRIVATE_FILE_MODE, path

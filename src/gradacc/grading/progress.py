@@ -218,9 +218,13 @@ def _looks_like_a_class(folder: Path, names: Sequence[str]) -> bool:
     ``<student>__NN_topic.ipynb`` (the layouts ``gradacc grade`` reads)."""
     if any((folder / f"{n}.ipynb").is_file() for n in names):
         return False
-    flat = any(folder.glob(f"*__{n}.ipynb") for n in names)
-    return flat or any(any(d.glob(f"*/{n}.ipynb")) or any(d.glob(f"{n}.ipynb")) for d in folder.iterdir()
-                       if d.is_dir() and not d.is_symlink() for n in names)  # fmt: skip
+    for name in names:
+        if any(folder.glob(f"*__{name}.ipynb")):
+            return True
+        for student in (d for d in folder.iterdir() if d.is_dir() and not d.is_symlink()):
+            if (student / f"{name}.ipynb").is_file() or any(student.glob(f"*/{name}.ipynb")):
+                return True
+    return False
 
 
 def class_view(book: Gradebook) -> tuple[list[str], list[list[str]]]:
