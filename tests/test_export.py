@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import random
 import stat
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -305,3 +306,21 @@ def test_csv_safe_follows_owasp():
     assert [csv_safe(v) for v in ("=1", "+1a", "-x", "@x", "\tx", "\rx", "a=1", "", None)] == [
         "'=1", "'+1a", "'-x", "'@x", "'\tx", "'\rx", "a=1", "", ""]  # fmt: skip
     assert [csv_safe(v) for v in ("-3", "+1.5", "-2e-05", 7, 0.5)] == ["-3", "+1.5", "-2e-05", "7", "0.5"]
+
+
+def test_gitignore_keeps_grades_and_submissions_out_of_git(tmp_path):
+    """Issue 60: `.gitignore` covered gradebook.csv and feedback/ but not the journal nor submissions/."""
+    ignored = [
+        "gradebook.csv",
+        "gradebook.csv.journal.jsonl",
+        "grades/week2.csv.journal.jsonl",
+        "gradebook.csv.shards/0-of-2/gradebook.csv",
+        "canvas_import.csv.unmatched.csv",
+        "class-progress.csv",
+        "feedback/alice.md",
+        "submissions/alice/02_pytorch.ipynb",
+    ]
+    done = subprocess.run(
+        ["git", "-C", str(ROOT), "check-ignore", "--no-index", *ignored], capture_output=True, text=True, check=False
+    )
+    assert done.stdout.split() == ignored, done.stderr
