@@ -708,6 +708,28 @@ def test_hidden_file_errors(tmp_path):
         Settings(workers=0)
 
 
+def test_discover_refuses_links_without_following_them(tmp_path):
+    """Issue 60, without a notebook run: a linked student folder is that student's refused row and is never entered;
+    a link inside a folder, to a folder, is refused too; a hard link whose other name is in the class is read."""
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "elsewhere" / "01_small.ipynb").write_text("{}")
+    subs = tmp_path / "subs"
+    (subs / "ann" / "work").mkdir(parents=True)
+    (subs / "ann" / "work" / "01_small.ipynb").write_text("{}")
+    (subs / "bo").symlink_to(tmp_path / "elsewhere")
+    (subs / "cy").mkdir()
+    (subs / "cy" / "linked").symlink_to(tmp_path / "elsewhere")
+    (subs / "di").mkdir()
+    os.link(subs / "ann" / "work" / "01_small.ipynb", subs / "di" / "01_small.ipynb")  # two names, both in the class
+    found = {(f.student, f.exercise, f.recognized, f.refused[:20]) for f in discover(subs, ["01_small"])}
+    assert found == {
+        ("ann", "01_small", True, ""),
+        ("bo", "bo", False, "a symbolic link (to "),
+        ("cy", "linked", False, "a symbolic link (to "),
+        ("di", "01_small", True, ""),
+    }
+
+
 def test_discover_both_layouts(tmp_path):
     (tmp_path / "ann" / "sub" / ".ipynb_checkpoints").mkdir(parents=True)
     (tmp_path / "ann" / "sub" / "01_small.ipynb").write_text("{}")

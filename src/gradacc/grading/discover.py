@@ -308,7 +308,9 @@ def discover(folder: Path, names: Iterable[str]) -> list[Found]:
         student, sep, rest = entry.name.partition("__")
         if sep and student:
             found.append(_classify(student, entry, rest, names, refused))
-        elif refused:  # a linked student folder, or a stray link or pipe: no student's, listed
+        elif refused and entry.is_dir():  # a student folder that is a link: that student's, never entered
+            found.append(Found(entry.name, entry.name, entry, False, refused, real_student=False, refused=refused))
+        elif refused:  # a stray link or pipe at the top: no student's, listed
             found.append(Found("", entry.name, entry, False, refused, real_student=False, refused=refused))
         else:
             note = "files at the top level must be named <student>__NN_topic.ipynb"

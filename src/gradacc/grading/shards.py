@@ -399,7 +399,7 @@ def _cmd_count(args: argparse.Namespace) -> int:
     from .discover import discover
 
     try:
-        students = {f.student for f in discover(Path(args.submissions), [])}
+        students = {f.student for f in discover(Path(args.submissions), []) if f.student}
         sizes = shard_sizes(list(students), args.count)
     except (GradingError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
