@@ -17,7 +17,7 @@ from pathlib import Path
 import nbformat
 
 from ..course.notebooks import check_cells, generate_exercise
-from .gradebook import GradingError, Reference, _short
+from .gradebook import GradingError, Reference, Row, _code, _short
 
 __all__ = [
     "MAX_NOTEBOOK_BYTES",
@@ -28,6 +28,7 @@ __all__ = [
     "Found",
     "discover",
     "refusal",
+    "refused_row",
 ]
 
 
@@ -316,3 +317,12 @@ def discover(folder: Path, names: Iterable[str]) -> list[Found]:
             note = "files at the top level must be named <student>__NN_topic.ipynb"
             found.append(Found("", entry.name, entry, False, note, real_student=False))
     return found
+
+
+def refused_row(found: Found, ref: Reference) -> Row:
+    """The row of a submission the grader never reads (``Found.refused``: a symbolic link, a hard link to a file
+    outside the class, a special file): ``refused-file``, 0 points, the reason as its message and its feedback."""
+    row = Row(found.student, ref.name, "refused-file", 0, ref.max_points, found.refused, str(found.path))
+    row.checks = {str(c["check"]): 0 for c in ref.checks}
+    row.feedback.append(f"`{_code(found.refused)}`")
+    return row

@@ -21,6 +21,7 @@ __all__ = [
     "STATUSES",
     "NOT_GRADED",
     "COURSE_NAME",
+    "answer_error",
     "GradingError",
     "Settings",
     "Reference",
@@ -299,6 +300,29 @@ def _short(text: str, limit: int = 240) -> str:
     cut = text[: limit - 3]
     space = cut.rfind(" ")
     return (cut[:space] if space > limit // 2 else cut).rstrip() + "..."
+
+
+def answer_error(layout: dict[str, int], cells: dict, check: str) -> Message | None:
+    """The error an answer cell of ``check`` raised in the run, or ``None``: the first ``solution:<id>`` cell between
+    the previous check cell and this one (``layout``: capture key -> code-cell index, ``merge_submission``) whose
+    captured output holds an error. A check that fails after its answer cell failed (an ``IndentationError``, say)
+    reports only a ``NameError`` of its own: this error is the one the student must read first."""
+    mine = layout.get(f"check:{check}")
+    if mine is None:
+        return None
+    before = [i for k, i in layout.items() if k.startswith("check:") and i < mine]
+    start = max(before, default=-1)
+    answers = sorted((i, k) for k, i in layout.items() if k.startswith("solution:") and start < i < mine)
+    for _, key in answers:
+        err = (cells.get(key) or {}).get("error")
+        if err:
+            return Message(
+                N_("your answer cell {cell} raised {error}: {message}"),
+                cell=key.removeprefix("solution:"),
+                error=err["ename"],
+                message=_short(err["evalue"], 300),
+            )
+    return None
 
 
 def _check_message(check: str, captured: dict | None, stopped: bool, cell_timeout: float, printed: str) -> str:

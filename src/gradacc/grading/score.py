@@ -18,7 +18,7 @@ from pathlib import Path
 
 from ..course.nbval_run import NbvalRun
 from ..i18n import N_, Message, notebook_language, translate
-from .discover import Found, discover, load_references, read_submission
+from .discover import Found, discover, load_references, read_submission, refused_row
 from .files import course_version, open_private
 from .gradebook import (
     STATUS_NAMES,
@@ -34,6 +34,7 @@ from .gradebook import (
     _said,
     _say,
     _short,
+    answer_error,
 )
 from .merge import _flags, identify, match_solutions, merge_submission
 from .run import _calibrate, _run_merged
@@ -74,29 +75,6 @@ def same_output(got: str, want: str) -> bool:
         if not abs(float(g) - float(w)) <= 1.000001 * unit:
             return False
     return True
-
-
-def answer_error(layout: dict[str, int], cells: dict, check: str) -> Message | None:
-    """The error an answer cell of ``check`` raised in the run, or ``None``: the first ``solution:<id>`` cell between
-    the previous check cell and this one (``layout``: capture key -> code-cell index, ``merge_submission``) whose
-    captured output holds an error. A check that fails after its answer cell failed (an ``IndentationError``, say)
-    reports only a ``NameError`` of its own: this error is the one the student must read first."""
-    mine = layout.get(f"check:{check}")
-    if mine is None:
-        return None
-    before = [i for k, i in layout.items() if k.startswith("check:") and i < mine]
-    start = max(before, default=-1)
-    answers = sorted((i, k) for k, i in layout.items() if k.startswith("solution:") and start < i < mine)
-    for _, key in answers:
-        err = (cells.get(key) or {}).get("error")
-        if err:
-            return Message(
-                N_("your answer cell {cell} raised {error}: {message}"),
-                cell=key.removeprefix("solution:"),
-                error=err["ename"],
-                message=_short(err["evalue"], 300),
-            )
-    return None
 
 
 def _score(
@@ -298,15 +276,6 @@ def _grade_one(
         row.flags = "; ".join(filter(None, [row.flags, FORGED_FLAG]))
         planted = f"{FORGED_FLAG} left in the working folder, ignored: {', '.join(capture['planted'])}"
         row.message = "; ".join(filter(None, [row.message, planted]))
-    return row
-
-
-def refused_row(found: Found, ref: Reference) -> Row:
-    """The row of a submission the grader never reads (``Found.refused``: a symbolic link, a hard link to a file
-    outside the class, a special file): ``refused-file``, 0 points, the reason as its message and its feedback."""
-    row = Row(found.student, ref.name, "refused-file", 0, ref.max_points, found.refused, str(found.path))
-    row.checks = {str(c["check"]): 0 for c in ref.checks}
-    row.feedback.append(f"`{_code(found.refused)}`")
     return row
 
 
