@@ -322,7 +322,10 @@ def grade(
     assignment at a time) those that at least one submission hands in, which the log names.
 
     Returns a ``Gradebook`` with one row per (student, exercise) for each student found and each exercise graded
-    (``missing`` when that student sent no file for it), plus one row per unrecognized file. A reference that fails
+    (``missing`` when that student sent no file for it; ``refused-file``, never read, when that file is a link or a
+    special file: ``discover.refusal``), plus one row per unrecognized file (with an empty student for a stray file
+    at the top of ``submissions``). The gradebook records the course version and the day (``Gradebook.course_version``,
+    ``graded_on``) for the feedback files. A reference that fails
     under the grader (its own checks, or unstable hidden checks) is calibrated once more with twice the time limits;
     if it still fails, its submissions get ``ungraded`` rows, which are not journaled (``resume`` grades them).
     Raises ``GradingError`` when grading cannot start (bad folders, a broken hidden-checks file, a ``resume`` whose
