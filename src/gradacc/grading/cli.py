@@ -43,10 +43,11 @@ def _cpu_s() -> float:
 
 
 def _say(quiet: bool):
-    """The grading log: every line to stderr, or with ``--quiet`` only warnings and errors."""
+    """The grading log: every line to stderr, or with ``--quiet`` only warnings, errors and the line of a resumed run
+    that says how many rows it kept from the journal (its gradebook is partly an earlier run's: a batch log says so)."""
 
     def say(message: str) -> None:
-        if not quiet or message.startswith(("warning", "error")):
+        if not quiet or message.startswith(("warning", "error", "resuming")):
             print(message, file=sys.stderr)
 
     return say
@@ -216,7 +217,9 @@ def add_cli(subparsers) -> None:
         help="grade every reference exercise (default: those at least one submission hands in)",
     )
     p.add_argument(
-        "--quiet", action="store_true", help="no progress bar and no summary: only warnings and errors (on stderr)"
+        "--quiet",
+        action="store_true",
+        help="no progress bar and no summary: only warnings, errors and what --resume kept (on stderr)",
     )
     p.add_argument(
         "--shard",
