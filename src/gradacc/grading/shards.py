@@ -428,5 +428,5 @@ def _cmd_merge(args: argparse.Namespace) -> int:
         f"{book.seed}; the longest shard took {book.wall_s:.1f} s"
     )
     if args.feedback:
-        print(f"wrote feedback for {len({r.student for r in book.rows})} students to {args.feedback}")
+        print(f"wrote feedback for {len({r.student for r in book.rows if r.student})} students to {args.feedback}")
     return 3 if counts.get("ungraded") else 1 if counts.get("grader-error") else 0
