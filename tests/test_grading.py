@@ -593,6 +593,16 @@ def test_cli_exit_codes(corpus, tmp_path, monkeypatch, capsys):
             ("yan", "graded", "0"),
             ("zoe", "invalid-notebook", "0"),
         ]
+    # The class view of progress (issue 60): visible checks, sandboxed, a row per student, written outside the class.
+    view = tmp_path / "class-progress.csv"
+    assert main(["progress", "--class", str(one), "--reference", str(solutions), "--out", str(view)]) == 0
+    assert "wrote " + str(view) + ": 2 students, exercises 02_small (visible checks)" in capsys.readouterr().out
+    assert view.read_text().splitlines() == [
+        "student,02_small,total,max_points,checks passed",
+        "yan,0 / 1,0,1,",
+        "zoe,0 / 1 (invalid-notebook),0,1,",
+    ]
+    assert stat.S_IMODE(view.stat().st_mode) == 0o600 and not (one / "progress.json").exists()
     # The grader cannot run -> 2.
     assert main([*args[:3], str(tmp_path / "nowhere"), *args[4:]]) == 2
     assert "no reference notebooks" in capsys.readouterr().err
