@@ -4,13 +4,18 @@ from __future__ import annotations
 
 import csv
 import random
+import stat
+import subprocess
 from pathlib import Path
 
 import pytest
+from conftest import ROOT
 
 from gradacc.cli import main
 from gradacc.grading.export import export_grades, normalise, read_roster
+from gradacc.grading.files import FORMULA_STARTS, PRIVATE_FILE_MODE, csv_safe, write_csv
 from gradacc.grading.gradebook import Gradebook, Row
+from gradacc.grading.progress import class_view
 
 FIRST = [
     "Ada",
@@ -190,3 +195,134 @@ def test_bad_rosters_and_formats_say_what_is_wrong(tmp_path, capsys):
     plain.write_text("student\nA\n", encoding="utf-8")
     code = main(["export", str(roster), "--roster", str(plain), "--format", "csv", "--out", str(tmp_path / "o")])
     assert code == 2 and "is not a gradacc gradebook" in capsys.readouterr().err
+
+
+def test_rows_the_grader_could_not_grade_are_blank_never_0(tmp_path, capsys):
+    """Issue 60: `ungraded` and `grader-error` rows were exported as 0, exit code 0, no warning."""
+    rows = [
+        Row("kim", "02_pytorch", "graded", 6, 6),
+        Row("kim", "03_memory", "ungraded", 0, 8, "not graded: the reference could not run under the grader"),
+        Row("lee", "02_pytorch", "grader-error", 0, 6, "RuntimeError: a grader bug"),
+        Row("lee", "03_memory", "graded", 3, 8),
+        Row("park", "02_pytorch", "invalid-notebook", 0, 6),  # the student's file: a real 0
+        Row("park", "03_memory", "graded", 8, 8),
+    ]
+    gradebook = tmp_path / "gradebook.csv"
+    Gradebook(rows=rows, check_columns=[], seed=1, wall_s=1.0).write_csv(gradebook)
+    roster = tmp_path / "roster.csv"
+    roster.write_text("student\nKim\nLee\nPark\n", encoding="utf-8")
+    out = tmp_path / "out.csv"
+    args = ["export", str(gradebook), "--roster", str(roster), "--format", "csv", "--out", str(out)]
+    assert main(args) == 1
+    err = capsys.readouterr().err
+    assert "2 gradebook students could not be graded" in err and "kim (03_memory), lee (02_pytorch)" in err
+    assert _read(out)[1:] == [
+        ["Kim", "", "", "6", "", ""],
+        ["Lee", "", "", "", "3", ""],
+        ["Park", "", "", "0", "8", "8"],
+    ]
+    assert main([*args, "--allow-ungraded"]) == 0
+    report = export_grades(gradebook, roster, "csv", tmp_path / "t.csv", per="total")
+    assert _read(tmp_path / "t.csv")[1:] == [["Kim", "", "", ""], ["Lee", "", "", ""], ["Park", "", "", "8"]]
+    assert report.not_graded == {"kim": ["03_memory"], "lee": ["02_pytorch"]}
+
+
+def test_a_stray_file_adds_no_column_and_no_student(tmp_path):
+    """Issue 60: a `progress.json` in the class folder added a `gradacc progress` column for every student."""
+    rows = [
+        Row("kim", "02_pytorch", "graded", 6, 6),
+        Row("kim", "notes", "unrecognized", message="not a .ipynb file"),
+        Row("", "progress.json", "unrecognized", message="files at the top level must be named ..."),
+        Row("lee", "link", "refused-file", message="a symbolic link (to /etc/passwd): never followed"),
+        Row("lee", "02_pytorch", "refused-file", 0, 6, "a symbolic link (to ../kim/02_pytorch.ipynb)"),
+    ]
+    gradebook = tmp_path / "gradebook.csv"
+    Gradebook(rows=rows, check_columns=[], seed=1, wall_s=1.0).write_csv(gradebook)
+    roster = tmp_path / "roster.csv"
+    roster.write_text("student\nKim\nLee\n", encoding="utf-8")
+    report = export_grades(gradebook, roster, "csv", tmp_path / "out.csv")
+    assert report.columns == ["gradacc 02_pytorch"]
+    assert report.unmatched == [] and sorted(report.matched) == ["kim", "lee"]
+    assert _read(tmp_path / "out.csv") == [
+        ["student", "id", "email", "gradacc 02_pytorch", "total"],
+        ["Kim", "", "", "6", "6"],
+        ["Lee", "", "", "0", "0"],
+    ]
+
+
+HOSTILE = ["=1+2", "+SUM(A1)", "-2+3", "@cmd", "\tlead", "\rlead", '=HYPERLINK("http://x")']
+
+
+def _formula_cells(path: Path) -> list[str]:
+    """The cells of a CSV file a spreadsheet would read as a formula (OWASP's first characters, not a number)."""
+    bad = []
+    for row in _read(path):
+        for cell in row:
+            if cell[:1] in FORMULA_STARTS and csv_safe(cell) != cell:
+                bad.append(cell)
+    return bad
+
+
+def test_every_csv_the_course_writes_is_formula_safe_and_private(tmp_path):
+    """Issue 60: student text (folder names, exception messages) reached the LMS exports as formulas. Every writer:
+    the gradebook, the three LMS exports and their unmatched lists."""
+    rows = [Row(name, "02_pytorch", "graded", 1, 6, message=f"ValueError: {name}", file=f"{name}/02.ipynb",
+                flags=name, hidden={"2.1": name}) for name in HOSTILE]  # fmt: skip
+    gradebook = tmp_path / "gradebook.csv"
+    Gradebook(rows=rows, check_columns=["2.1"], seed=1, wall_s=1.0).write_csv(gradebook)
+    assert _formula_cells(gradebook) == []
+    assert [r[0] for r in _read(gradebook)[1:3]] == ["'=1+2", "'+SUM(A1)"]
+    written = [gradebook]
+    rosters = {
+        "canvas": "Student,ID\n" + "".join(f'"{n}",{i}\n' for i, n in enumerate(HOSTILE[:3])),
+        "moodle": "First name,Last name,Email address\n"
+        + "".join(f'"{n}",x,{i}@x\n' for i, n in enumerate(HOSTILE[:3])),
+        "csv": "student\n" + "".join(f'"{n}"\n' for n in HOSTILE[:3]),
+    }
+    for fmt, text in rosters.items():
+        roster = tmp_path / f"{fmt}.csv"
+        roster.write_text(text, encoding="utf-8")
+        report = export_grades(gradebook, roster, fmt, tmp_path / f"{fmt}_out.csv")
+        assert report.unmatched_file is not None  # the other hostile names: the unmatched list is written too
+        written += [tmp_path / f"{fmt}_out.csv", report.unmatched_file]
+    book = Gradebook(rows=rows, check_columns=["2.1"], seed=1, wall_s=1.0)  # the class view of progress
+    header, lines = class_view(book)
+    write_csv(tmp_path / "class-progress.csv", header, lines)  # as class_progress writes it
+    written.append(tmp_path / "class-progress.csv")
+    assert {"'=1+2", "'+SUM(A1)", "'\tlead"} <= {r[0] for r in _read(written[-1])[1:]}
+    for path in written:
+        assert _formula_cells(path) == [], path
+        assert stat.S_IMODE(path.stat().st_mode) == PRIVATE_FILE_MODE, path
+    # the full value is kept behind the quote (a reader strips one leading ' to get the student's text)
+    assert ["'=1+2", "", "", "1", "1"] in _read(tmp_path / "csv_out.csv")
+    # one shared writer: no module of the package writes a CSV file on its own
+    own = [
+        p
+        for p in (ROOT / "src" / "gradacc").rglob("*.py")
+        if p.name != "files.py" and ("csv.writer(" in p.read_text() or "DictWriter(" in p.read_text())
+    ]
+    assert own == []
+
+
+def test_csv_safe_follows_owasp():
+    assert [csv_safe(v) for v in ("=1", "+1a", "-x", "@x", "\tx", "\rx", "a=1", "", None)] == [
+        "'=1", "'+1a", "'-x", "'@x", "'\tx", "'\rx", "a=1", "", ""]  # fmt: skip
+    assert [csv_safe(v) for v in ("-3", "+1.5", "-2e-05", 7, 0.5)] == ["-3", "+1.5", "-2e-05", "7", "0.5"]
+
+
+def test_gitignore_keeps_grades_and_submissions_out_of_git(tmp_path):
+    """Issue 60: `.gitignore` covered gradebook.csv and feedback/ but not the journal nor submissions/."""
+    ignored = [
+        "gradebook.csv",
+        "gradebook.csv.journal.jsonl",
+        "grades/week2.csv.journal.jsonl",
+        "gradebook.csv.shards/0-of-2/gradebook.csv",
+        "canvas_import.csv.unmatched.csv",
+        "class-progress.csv",
+        "feedback/alice.md",
+        "submissions/alice/02_pytorch.ipynb",
+    ]
+    done = subprocess.run(
+        ["git", "-C", str(ROOT), "check-ignore", "--no-index", *ignored], capture_output=True, text=True, check=False
+    )
+    assert done.stdout.split() == ignored, done.stderr

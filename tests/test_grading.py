@@ -14,7 +14,9 @@ import csv
 import dataclasses
 import json
 import os
+import re
 import shutil
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -41,6 +43,7 @@ from gradacc.grading import (
     read_submission,
     same_output,
 )
+from gradacc.grading.progress import class_view
 
 # One xdist worker runs this whole module (Makefile: --dist loadgroup): the leftover-process check below looks for any
 # process in a grading folder, so a second grading run at the same time would look like a leftover.
@@ -268,6 +271,21 @@ def build_corpus(root: Path) -> tuple[Path, Path, Path]:
         "    return 2.5\n"
     )
     _write(_answered(ex1, {"ex-1-1-solution": steal}), subs / "tamper_read" / n)
+
+    # Files that must never be read (issue 60): a link to another student's notebook, a link to a system file, a
+    # named pipe, a hard link to a file outside the class; a stray file at the top (what `gradacc progress` wrote).
+    (subs / "mallory").mkdir()
+    (subs / "mallory" / n).symlink_to(subs / "alice" / n)
+    (subs / f"snoop__{n}").symlink_to("/etc/passwd")
+    (subs / "piper").mkdir()
+    os.mkfifo(subs / "piper" / n)
+    outside = _write(_answered(ex1, right), root / "outside" / n)
+    (subs / "linker").mkdir()
+    os.link(outside, subs / "linker" / n)
+    (subs / "progress.json").write_text('{"course": {}}')
+    # An answer cell that does not even compile: its own error first, not the check's NameError (issue 60).
+    indented = "def weighted_mean(values, weights):\nreturn 0.0\n"
+    _write(_answered(ex1, {**right, "ex-1-1-solution": indented}), subs / "indent" / n)
     return solutions, hidden, subs
 
 
@@ -399,8 +417,45 @@ def test_wrong_exercise_duplicates_and_stray_files(book):
     assert (row.status, row.points) == ("duplicate", 0)
     assert "erin__01_small.ipynb" in row.message and "erin/01_small.ipynb" in row.message
     assert _row(book, "frank", "notes").status == "unrecognized"
-    assert _row(book, "README", "README").status == "unrecognized"
-    assert not [r for r in book.rows if r.student == "README" and r.status == "missing"]
+    # a stray file at the top is listed, as no student's: it invents neither a student nor an exercise (issue 60)
+    for name in ("README.md", "progress.json"):
+        row = _row(book, "", name)
+        assert (row.status, row.points, row.max_points) == ("unrecognized", 0, 0), row
+        assert "must be named <student>__NN_topic.ipynb" in row.message
+    assert not [r for r in book.rows if r.student in ("README", "progress")]
+
+
+@pytest.mark.notebook
+def test_links_and_special_files_are_refused_never_read(book):
+    """Issue 60: a symbolic link to another student's notebook got 6/6; a link to /etc/passwd was read."""
+    expected = {
+        "mallory": "a symbolic link (to ",
+        "snoop": "a symbolic link (to /etc/passwd): never followed",
+        "piper": "a named pipe, not a regular file: never read",
+        "linker": "a hard link to a file outside the class (2 names, 1 of them in the submissions folder)",
+    }
+    for student, reason in expected.items():
+        row = _row(book, student)
+        assert (row.status, row.points, row.max_points, row.checks) == ("refused-file", 0, 5, {"1.1": 0, "1.2": 0})
+        assert row.message.startswith(reason), row.message
+        assert row.sandbox == "" and row.seconds is None  # nothing of it ran
+        assert row.feedback and reason in row.feedback[0]
+        assert _row(book, student, "02_small").status == "missing"  # a student all the same
+    # read_submission refuses them too, if one is swapped in after discovery
+    assert read_submission(_row(book, "snoop").file)[2].startswith("the file cannot be opened")
+    assert read_submission(_row(book, "piper").file)[2].startswith("not a regular file")
+
+
+@pytest.mark.notebook
+def test_the_answer_cells_own_error_is_reported_before_the_checks(book):
+    """Issue 60: an IndentationError in the answer was reported as the check cell's NameError."""
+    row = _row(book, "indent")
+    assert (row.status, row.checks) == ("graded", {"1.1": 0, "1.2": 3}), row
+    assert row.message.startswith(
+        "1.1: your answer cell ex-1-1-solution raised IndentationError: expected an indented block"
+    ), row.message
+    assert "; then the check: Exercise 1.1: incorrect - your code raised NameError: name 'weighted_mean'" in row.message
+    assert "raised IndentationError" in row.feedback[0] and "Exercise 1.1 (0 / 2 points): failed" in row.feedback[0]
 
 
 @pytest.mark.notebook
@@ -441,7 +496,7 @@ def _started_here(process) -> bool:
 def test_every_submission_got_exactly_one_row(book, corpus):
     keys = [(r.student, r.exercise) for r in book.rows]
     assert len(keys) == len(set(keys))
-    students = {p.name for p in corpus[2].iterdir() if p.is_dir()} | {"bob", "README"}
+    students = {p.name for p in corpus[2].iterdir() if p.is_dir()} | {"bob", "snoop", ""}
     assert {r.student for r in book.rows} == students
     assert all(r.status in STATUSES for r in book.rows)
     assert not [r for r in book.rows if r.status == "grader-error"]
@@ -478,12 +533,37 @@ def test_gradebook_csv_and_feedback(book, tmp_path):
     bob = next(r for r in rows if r["student"] == "bob" and r["exercise"] == "01_small")
     assert bob["hidden"] == "1.1: your code raised NotImplementedError; 1.2: your code raised NotImplementedError"
     written = book.write_feedback(tmp_path / "feedback")
-    assert len(written) == len({r.student for r in book.rows})
+    assert len(written) == len({r.student for r in book.rows if r.student})  # a stray file is no student's
+    # private (issue 60): the gradebook, the feedback folder and every feedback file are the instructor's only
+    assert stat.S_IMODE((tmp_path / "gradebook.csv").stat().st_mode) == 0o600
+    assert stat.S_IMODE((tmp_path / "feedback").stat().st_mode) == 0o700
+    assert {stat.S_IMODE(p.stat().st_mode) for p in written} == {0o600}
+    # each file says what it is about (issue 60): course, exercises, day of grading, course version
+    about = (tmp_path / "feedback" / "alice.md").read_text().splitlines()[2]
+    assert about == (
+        "Course: Gradient accumulation, from first principles to four frameworks. Exercises: 01\\_small, 02\\_small. "
+        f"Graded on {book.graded_on}; course version {book.course_version}."
+    )
+    assert re.fullmatch(r"\d{4}-\d\d-\d\d", book.graded_on) and book.course_version.startswith("gradacc 0.")
+    # the invalid-notebook feedback says what to do
+    assert "download it again from JupyterLab or Colab" in (tmp_path / "feedback" / "empty.md").read_text()
     text = (tmp_path / "feedback" / "edited_output.md").read_text()
     assert "Exercise 1.1 (0 / 2 points): failed" in text and "Exercise 1.2 (3 points): passed" in text
     for path in written:  # never the hidden checks' code
         body = path.read_text()
         assert "rng.uniform" not in body and "GRADACC_SEED" not in body and "exec(compile" not in body, path
+
+
+@pytest.mark.notebook
+def test_the_class_view_of_progress_has_a_row_per_student(book, tmp_path):
+    """`gradacc progress --class` (issue 60): one row per student, from the same gradebook rows (no new run here)."""
+    header, rows = class_view(book)
+    assert header == ["student", "01_small", "02_small", "total", "max_points", "checks passed"]
+    by_student = {r[0]: r[1:] for r in rows}
+    assert "" not in by_student and "README" not in by_student and len(rows) == len({r.student for r in book.rows}) - 1
+    assert by_student["alice"] == ["5 / 5", "1 / 1", "6", "6", "1.1 1.2 2.1"]
+    assert by_student["mallory"] == ["0 / 5 (refused-file)", "0 / 1 (missing)", "0", "6", ""]
+    assert by_student["edited_output"][0] == "3 / 5"
 
 
 @pytest.mark.notebook
@@ -497,7 +577,7 @@ def test_cli_exit_codes(corpus, tmp_path, monkeypatch, capsys):
     args = ["grade", str(one), "--reference", str(solutions), "--out", str(out), "--exercise", "02_small", "--quiet"]
     # A real process: every submission got a row -> 0, even though nobody scored.
     done = subprocess.run(
-        [sys.executable, "-m", "gradacc.cli", *args, "--feedback", str(tmp_path / "fb")],
+        [sys.executable, "-m", "gradacc.cli", *args[:-1], "--feedback", str(tmp_path / "fb")],
         capture_output=True,
         text=True,
         timeout=180,
@@ -506,11 +586,23 @@ def test_cli_exit_codes(corpus, tmp_path, monkeypatch, capsys):
     assert "2 rows (1 graded, 1 invalid-notebook)" in done.stdout
     assert f"hidden checks: {hidden.resolve()}" in done.stderr  # found next to the reference folder
     assert (tmp_path / "fb" / "zoe.md").exists() and (tmp_path / "fb" / "yan.md").exists()
+    journal = Path(str(out) + ".journal.jsonl")  # the instructor's only (issue 60)
+    assert [stat.S_IMODE(p.stat().st_mode) for p in (out, journal, tmp_path / "fb")] == [0o600, 0o600, 0o700]
     with out.open() as f:
         assert [(r["student"], r["status"], r["points"]) for r in csv.DictReader(f)] == [
             ("yan", "graded", "0"),
             ("zoe", "invalid-notebook", "0"),
         ]
+    # The class view of progress (issue 60): visible checks, sandboxed, a row per student, written outside the class.
+    view = tmp_path / "class-progress.csv"
+    assert main(["progress", "--class", str(one), "--reference", str(solutions), "--out", str(view)]) == 0
+    assert "wrote " + str(view) + ": 2 students, exercises 02_small (visible checks)" in capsys.readouterr().out
+    assert view.read_text().splitlines() == [
+        "student,02_small,total,max_points,checks passed",
+        "yan,0 / 1,0,1,",
+        "zoe,0 / 1 (invalid-notebook),0,1,",
+    ]
+    assert stat.S_IMODE(view.stat().st_mode) == 0o600 and not (one / "progress.json").exists()
     # The grader cannot run -> 2.
     assert main([*args[:3], str(tmp_path / "nowhere"), *args[4:]]) == 2
     assert "no reference notebooks" in capsys.readouterr().err
@@ -520,7 +612,11 @@ def test_cli_exit_codes(corpus, tmp_path, monkeypatch, capsys):
         raise RuntimeError("simulated grader bug")
 
     monkeypatch.setattr("gradacc.grading.score._run_merged", broken)
+    capsys.readouterr()
     assert main(args) == 1
+    said = capsys.readouterr()  # --quiet (issue 60): no summary, no progress, only warnings and errors
+    assert said.out == "" and "error: the grader failed on 1 file (grader-error; a bug" in said.err, said
+    assert all(line.startswith(("warning", "error")) for line in said.err.splitlines()), said.err
     with out.open() as f:
         rows = {r["student"]: r for r in csv.DictReader(f)}
     assert rows["yan"]["status"] == "grader-error" and "simulated grader bug" in rows["yan"]["message"]
@@ -622,6 +718,28 @@ def test_hidden_file_errors(tmp_path):
         Settings(workers=0)
 
 
+def test_discover_refuses_links_without_following_them(tmp_path):
+    """Issue 60, without a notebook run: a linked student folder is that student's refused row and is never entered;
+    a link inside a folder, to a folder, is refused too; a hard link whose other name is in the class is read."""
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "elsewhere" / "01_small.ipynb").write_text("{}")
+    subs = tmp_path / "subs"
+    (subs / "ann" / "work").mkdir(parents=True)
+    (subs / "ann" / "work" / "01_small.ipynb").write_text("{}")
+    (subs / "bo").symlink_to(tmp_path / "elsewhere")
+    (subs / "cy").mkdir()
+    (subs / "cy" / "linked").symlink_to(tmp_path / "elsewhere")
+    (subs / "di").mkdir()
+    os.link(subs / "ann" / "work" / "01_small.ipynb", subs / "di" / "01_small.ipynb")  # two names, both in the class
+    found = {(f.student, f.exercise, f.recognized, f.refused[:20]) for f in discover(subs, ["01_small"])}
+    assert found == {
+        ("ann", "01_small", True, ""),
+        ("bo", "bo", False, "a symbolic link (to "),
+        ("cy", "linked", False, "a symbolic link (to "),
+        ("di", "01_small", True, ""),
+    }
+
+
 def test_discover_both_layouts(tmp_path):
     (tmp_path / "ann" / "sub" / ".ipynb_checkpoints").mkdir(parents=True)
     (tmp_path / "ann" / "sub" / "01_small.ipynb").write_text("{}")
@@ -636,7 +754,7 @@ def test_discover_both_layouts(tmp_path):
         ("ann", "01_small", True, True),
         ("ann", "02_small", True, True),
         ("ben", "01_small", True, True),
-        ("loose", "loose", False, False),
+        ("", "loose.ipynb", False, False),  # no student's (issue 60)
     }
 
 
@@ -783,7 +901,7 @@ def test_a_killed_run_resumes_and_grades_only_what_has_no_row(corpus, tmp_path, 
     assert seed == 99 and [r.student for r in before] == ["s0"]
     assert main([*args[:-2], "--seed", "7", "--resume"]) == 2  # another seed would mix two sets of hidden inputs
     assert "was graded with seed 99, not --seed 7" in capsys.readouterr().err
-    assert main([*args, "--resume"]) == 0
+    assert main([*args, "--resume"]) == 0  # --quiet still says what the journal kept
     printed = capsys.readouterr()
     assert f"resuming: {len(before)} notebooks already graded in {journal}, {len(students) - len(before)} to grade" in (
         printed.err
@@ -942,7 +1060,9 @@ def test_a_pt_br_submission_gets_the_english_points_and_portuguese_feedback(tmp_
 
     book.write_feedback(tmp_path / "feedback")
     text = (tmp_path / "feedback" / "wrong_pt.md").read_text(encoding="utf-8")
-    assert text.startswith("# Feedback: wrong\\_pt\n\n| exercício | pontos | situação |\n|---|---|---|\n")
+    course = "Curso: Acúmulo de gradientes, dos primeiros princípios a quatro frameworks. Exercícios: 01\\_theory."
+    assert text.startswith(f"# Feedback: wrong\\_pt\n\n{course} Corrigido em {book.graded_on}; versão do curso ")
+    assert "\n\n| exercício | pontos | situação |\n|---|---|---|\n" in text
     assert "| 01\\_theory | 3 / 5 | corrigido |" in text and "## 01\\_theory: 3 / 5 pontos (corrigido)" in text
     assert "| exercise | points | status |" in (tmp_path / "feedback" / "wrong_en.md").read_text(encoding="utf-8")
 

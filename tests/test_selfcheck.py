@@ -144,3 +144,28 @@ def test_progress_says_what_to_pass_when_its_folders_are_missing(tmp_path):
     assert (empty.exercises, empty.absent) == ([], ["01_theory", "02_pytorch"])
     assert empty.table().splitlines()[-1] == f"not in {tmp_path}: 01_theory, 02_pytorch"
     assert json.loads(empty.record.read_text())["exercises"] == {} and empty.record == tmp_path / "progress.json"
+
+
+def test_progress_on_a_class_folder_refuses_to_write_there(tmp_path, capsys):
+    """Issue 60: `gradacc progress` on a class folder wrote progress.json there, and the next `gradacc grade` read it
+    as a student called "progress". No notebook runs: the layout is checked first."""
+    from gradacc.grading import GradingError
+
+    for layout in ("ann/02_pytorch.ipynb", "ben__02_pytorch.ipynb"):
+        class_folder = tmp_path / layout.partition("/")[0].partition("_")[0]
+        (class_folder / layout).parent.mkdir(parents=True, exist_ok=True)
+        (class_folder / layout).write_text("{}")
+        with pytest.raises(GradingError, match="looks like a class folder") as error:
+            progress(class_folder, reference=ROOT / "solutions")
+        assert f"gradacc progress --class {class_folder} --out class-progress.csv" in str(error.value)
+        assert not (class_folder / "progress.json").exists()
+    # the class view refuses to write into the class folder, before grading anything
+    inside = tmp_path / "ann" / "view.csv"
+    assert main(["progress", "--class", str(tmp_path / "ann"), "--out", str(inside)]) == 2
+    assert "is inside the class folder" in capsys.readouterr().err and not inside.exists()
+    # the wording says what to pass where (issue 60: "pass reference=/--reference")
+    with pytest.raises(GradingError) as error:
+        progress(tmp_path / "ann")
+    assert "`gradacc progress --reference PATH` in a terminal, `progress(reference=PATH)` in a notebook" in str(
+        error.value
+    )

@@ -24,7 +24,9 @@ Statuses (the gradebook's ``status`` column): see ``STATUSES``.
 
 Modules: ``discover`` (references, hidden checks, submissions), ``merge`` (answers into the reference), ``run`` (the
 separate nbval process, with ``plugin`` inside it), ``sandbox`` (where that process runs), ``score`` (checks,
-``grade``), ``bench`` (``gradacc grade-bench``), ``gradebook`` (rows, CSV, feedback), ``cli`` (``gradacc grade``),
+``grade``), ``bench`` (``gradacc grade-bench``), ``gradebook`` (rows, CSV, feedback), ``files`` (what the grader
+writes for the instructor: private ``0600`` files and formula-safe CSV, one writer for every CSV file), ``cli``
+(``gradacc grade``),
 ``shards`` (``gradacc grade --shard K/N`` and ``gradacc grade-merge``: a class graded as a job array), ``progress``
 (``gradacc progress``: a learner's own progress, judged as the grader judges);
 for the autograders classrooms already run: ``autograders`` (``gradacc export-assignments``: nbgrader and

@@ -42,21 +42,33 @@ def _cpu_s() -> float:
     return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
+def _say(quiet: bool):
+    """The grading log: every line to stderr, or with ``--quiet`` only warnings, errors and the line of a resumed run
+    that says how many rows it kept from the journal (its gradebook is partly an earlier run's: a batch log says so)."""
+
+    def say(message: str) -> None:
+        if not quiet or message.startswith(("warning", "error", "resuming")):
+            print(message, file=sys.stderr)
+
+    return say
+
+
 def _cmd_grade(args: argparse.Namespace) -> int:
     cpu_start = _cpu_s()
+    say = _say(args.quiet)
     out, journal = Path(args.out), Path(args.out + ".journal.jsonl")
     feedback = Path(args.feedback) if args.feedback else None
     private = [out] + ([feedback] if feedback else [])
     try:
         hidden = hidden_from_args(args)
-        print(f"hidden checks: {hidden or 'none'}", file=sys.stderr)
+        say(f"hidden checks: {hidden or 'none'}")
         settings, shard = _settings_from(args), parse_shard(args.shard) if args.shard else None
         if shard is not None:  # this shard's own gradebook, journal, feedback and record in OUT.shards/K-of-N/
             paths = shard_paths(out, shard)
             record = begin_shard(paths, shard, settings, Path(args.reference), hidden, resume=args.resume)
             private.append(paths.folder)
             out, journal, feedback = paths.gradebook, paths.journal, paths.feedback if feedback else None
-            print(f"shard {shard.index} of {shard.count}: writing {paths.folder}", file=sys.stderr)
+            say(f"shard {shard.index} of {shard.count}: writing {paths.folder}")
         journal.parent.mkdir(parents=True, exist_ok=True)  # the journal is opened before the gradebook is written
         book = grade(
             Path(args.submissions),
@@ -66,6 +78,7 @@ def _cmd_grade(args: argparse.Namespace) -> int:
             all_exercises=args.all_exercises,
             settings=settings,
             progress=not args.quiet,
+            log=say,
             journal=journal,
             resume=args.resume,
             private=private,
@@ -82,26 +95,40 @@ def _cmd_grade(args: argparse.Namespace) -> int:
     counts: dict[str, int] = {}
     for r in book.rows:
         counts[r.status] = counts.get(r.status, 0) + 1
-    summary = ", ".join(f"{v} {k}" for k, v in sorted(counts.items()))
+    if not args.quiet:
+        _summary(book, counts, out, feedback)
+    if book.sandbox == "none":
+        print(SANDBOX_NONE_WARNING, file=sys.stderr)
+    if counts.get("grader-error"):
+        n = counts["grader-error"]
+        print(
+            f"error: the grader failed on {n} file{'s' if n > 1 else ''} (grader-error; a bug: please report it); "
+            f"see the message of {'those rows' if n > 1 else 'that row'} in {out}",
+            file=sys.stderr,
+        )
+    if counts.get("ungraded"):
+        print(
+            f"warning: {counts['ungraded']} rows are ungraded (their reference could not run under the grader): run "
+            "the same command again with --resume to grade them",
+            file=sys.stderr,
+        )
+        return 3
+    return 1 if counts.get("grader-error") else 0
+
+
+def _summary(book, counts: dict[str, int], out: Path, feedback: Path | None) -> None:
+    """The lines a run prints on stdout when it is not ``--quiet``: the rows by status, the time, the seed and the
+    grading process's own peak memory (``ru_maxrss``, in MiB: each notebook runs in a process of its own)."""
     import resource
 
+    summary = ", ".join(f"{v} {k}" for k, v in sorted(counts.items()))
     rss_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux reports KiB
     print(
         f"wrote {out}: {len(book.rows)} rows ({summary}) in {book.wall_s:.1f} s; hidden-check seed {book.seed}; "
         f"grader peak RSS {rss_mib:.0f} MiB (each notebook runs in its own limited process); sandbox {book.sandbox}"
     )
-    if book.sandbox == "none":
-        print(SANDBOX_NONE_WARNING, file=sys.stderr)
     if feedback:
-        print(f"wrote feedback for {len({r.student for r in book.rows})} students to {feedback}")
-    if counts.get("ungraded"):
-        print(
-            f"{counts['ungraded']} rows are ungraded (their reference could not run under the grader): run the same "
-            "command again with --resume to grade them",
-            file=sys.stderr,
-        )
-        return 3
-    return 1 if counts.get("grader-error") else 0
+        print(f"wrote feedback for {len({r.student for r in book.rows if r.student})} students to {feedback}")
 
 
 def _cmd_bench(args: argparse.Namespace) -> int:
@@ -176,7 +203,8 @@ def add_cli(subparsers) -> None:
         "grade",
         help="grade a class: student notebooks into a gradebook CSV (+ feedback), against the pristine solutions",
         description="Grade SUBMISSIONS (one folder per student with NN_topic.ipynb files, or flat files "
-        "<student>__NN_topic.ipynb) against the reference solutions. Exit code 0 when every submission got a row.",
+        "<student>__NN_topic.ipynb) against the reference solutions. The gradebook, its journal and the feedback are "
+        "written readable by you only (0600 files, 0700 folders). Exit code 0 when every submission got a row.",
     )
     p.add_argument("submissions", help="folder of submissions")
     p.add_argument("--out", default="gradebook.csv", help="gradebook CSV to write (default gradebook.csv)")
@@ -188,7 +216,11 @@ def add_cli(subparsers) -> None:
         dest="all_exercises",
         help="grade every reference exercise (default: those at least one submission hands in)",
     )
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument(
+        "--quiet",
+        action="store_true",
+        help="no progress bar and no summary: only warnings, errors and what --resume kept (on stderr)",
+    )
     p.add_argument(
         "--shard",
         metavar="K/N",

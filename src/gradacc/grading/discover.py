@@ -5,8 +5,11 @@ submissions folder (one folder per student or flat ``<student>__NN_topic.ipynb``
 from __future__ import annotations
 
 import json
+import os
 import re
+import stat
 import warnings
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,7 +17,7 @@ from pathlib import Path
 import nbformat
 
 from ..course.notebooks import check_cells, generate_exercise
-from .gradebook import GradingError, Reference, _short
+from .gradebook import GradingError, Reference, Row, _code, _short
 
 __all__ = [
     "MAX_NOTEBOOK_BYTES",
@@ -24,6 +27,8 @@ __all__ = [
     "read_submission",
     "Found",
     "discover",
+    "refusal",
+    "refused_row",
 ]
 
 
@@ -146,16 +151,28 @@ def read_submission(path: Path) -> tuple[nbformat.NotebookNode | None, list[str 
     """Parse a submitted file: ``(notebook or None, the cell ids as written in the file, problem)``.
 
     ``problem`` is empty when the file is a readable notebook; otherwise it says what is wrong (empty, too large,
-    not UTF-8 JSON, not a notebook). The ids come from the raw JSON (nbformat invents ids where they are missing).
+    not UTF-8 JSON, not a notebook, not a regular file). The ids come from the raw JSON (nbformat invents ids where
+    they are missing). The file is opened without following a symbolic link and without blocking on a pipe, and
+    only read if it is a regular file (``discover`` refuses the others first; this holds if one was swapped in
+    since).
     """
     path = Path(path)
-    size = path.stat().st_size
-    if size == 0:
-        return None, [], "the file is empty (0 bytes)"
-    if size > MAX_NOTEBOOK_BYTES:
-        return None, [], f"the file is {size / 2**20:.1f} MiB, over the {MAX_NOTEBOOK_BYTES // 2**20} MiB limit"
     try:
-        text = path.read_bytes().decode("utf-8")
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError as exc:
+        return None, [], f"the file cannot be opened ({exc.strerror}; a symbolic link is never followed)"
+    with os.fdopen(fd, "rb") as f:
+        info = os.fstat(f.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            return None, [], "not a regular file (a pipe, a device or a folder): never read"
+        size = info.st_size
+        if size == 0:
+            return None, [], "the file is empty (0 bytes)"
+        if size > MAX_NOTEBOOK_BYTES:
+            return None, [], f"the file is {size / 2**20:.1f} MiB, over the {MAX_NOTEBOOK_BYTES // 2**20} MiB limit"
+        data = f.read(MAX_NOTEBOOK_BYTES + 1)
+    try:
+        text = data.decode("utf-8")
         raw = json.loads(text)
     except UnicodeDecodeError:
         return None, [], "the file is not UTF-8 text (a binary file?)"
@@ -191,22 +208,75 @@ class Found:
     recognized: bool
     note: str = ""
     real_student: bool = True
+    refused: str = ""
+    """why the file is never read (``refusal``), or empty: its row's status is then ``refused-file``"""
 
 
 def _ignored(name: str) -> bool:
     return name.startswith(".") or name in _IGNORED_NAMES
 
 
-def _classify(student: str, path: Path, filename: str, names: set[str]) -> Found:
+_KINDS = {stat.S_IFIFO: "a named pipe", stat.S_IFSOCK: "a socket", stat.S_IFCHR: "a character device",
+          stat.S_IFBLK: "a block device"}  # fmt: skip
+
+
+def refusal(path: Path, links_in_class: Counter | None = None) -> str:
+    """Why the grader must not read ``path`` (empty when it may), from ``lstat`` (a link is never followed):
+
+    * a symbolic link: it could point at another student's notebook, or at any file the instructor can read
+      (``/etc/passwd``); git, and so GitHub Classroom, keeps symbolic links;
+    * a special file (a named pipe, a socket, a device): reading it could block or read a device;
+    * a hard link to a file outside the class: a regular file with more links (``st_nlink``) than
+      ``links_in_class`` counts for its ``(st_dev, st_ino)`` in the submissions folder (``None``: not checked).
+    """
+    info = os.lstat(path)
+    if stat.S_ISLNK(info.st_mode):
+        return f"a symbolic link (to {os.readlink(path)}): never followed; hand in the notebook itself"
+    if not stat.S_ISREG(info.st_mode) and not stat.S_ISDIR(info.st_mode):
+        kind = _KINDS.get(stat.S_IFMT(info.st_mode), "a special file")
+        return f"{kind}, not a regular file: never read; hand in the notebook itself"
+    if stat.S_ISREG(info.st_mode) and links_in_class is not None:
+        inside = links_in_class.get((info.st_dev, info.st_ino), 0)
+        if info.st_nlink > inside:
+            return (
+                f"a hard link to a file outside the class ({info.st_nlink} names, {inside} of them in the submissions "
+                "folder): never read; hand in a copy of the notebook itself"
+            )
+    return ""
+
+
+def _walk(top: Path) -> Iterable[Path]:
+    """Every entry under the folder ``top`` that is not a folder (files, links, special files) plus every symbolic
+    link to a folder, without following links, skipping ignored names, in sorted order."""
+    for root, dirs, files in os.walk(top, followlinks=False):
+        kept = sorted(d for d in dirs if not _ignored(d))
+        dirs[:] = [d for d in kept if not os.path.islink(os.path.join(root, d))]
+        linked = [d for d in kept if os.path.islink(os.path.join(root, d))]
+        yield from (Path(root) / name for name in sorted(linked + [f for f in files if not _ignored(f)]))
+
+
+def _links_in(folder: Path) -> Counter:
+    """``(st_dev, st_ino)`` -> how many names the submissions folder holds for that regular file."""
+    counts: Counter = Counter()
+    for path in _walk(folder):
+        info = os.lstat(path)
+        if stat.S_ISREG(info.st_mode):
+            counts[(info.st_dev, info.st_ino)] += 1
+    return counts
+
+
+def _classify(student: str, path: Path, filename: str, names: set[str], refused: str = "") -> Found:
     if not filename.endswith(".ipynb"):
-        return Found(student, Path(filename).stem, path, False, "not a .ipynb file")
+        return Found(student, Path(filename).stem, path, False, refused or "not a .ipynb file", refused=refused)
     stem = filename[: -len(".ipynb")]
     if stem in names:
-        return Found(student, stem, path, True)
+        return Found(student, stem, path, True, refused, refused=refused)
     cleaned = re.sub(r"(?i)(\s*[-_ ]\s*copy\d*|\s*\(\d+\))+$", "", stem).strip()
     if cleaned in names:
-        return Found(student, cleaned, path, True, f"file name {filename!r} read as {cleaned}.ipynb")
-    return Found(student, stem, path, False, f"no exercise is called {stem!r} (expected {sorted(names)})")
+        note = f"file name {filename!r} read as {cleaned}.ipynb"
+        return Found(student, cleaned, path, True, "; ".join(filter(None, [refused, note])), refused=refused)
+    note = f"no exercise is called {stem!r} (expected {sorted(names)})"
+    return Found(student, stem, path, False, "; ".join(filter(None, [refused, note])), refused=refused)
 
 
 def discover(folder: Path, names: Iterable[str]) -> list[Found]:
@@ -214,7 +284,11 @@ def discover(folder: Path, names: Iterable[str]) -> list[Found]:
 
     Dot files and folders, ``__MACOSX`` and ``.ipynb_checkpoints`` are skipped; every other file is returned, and
     those whose name is no exercise (after dropping ``-Copy1`` / `` (1)`` suffixes) come back with
-    ``recognized=False``.
+    ``recognized=False``. A file the grader must not read (``refusal``: a symbolic link, a special file, a hard link
+    to a file outside the class) comes back with ``refused`` saying why; a link is never followed, a symbolic link to
+    a folder included. A file at the top level not named ``<student>__...`` (a stray ``README.md``, a
+    ``progress.json``) is no student's: it comes back with ``student=""``, its file name as ``exercise`` and
+    ``real_student=False``, so that it invents no student and no exercise.
 
     Raises:
         GradingError: ``folder`` is not a folder.
@@ -222,19 +296,33 @@ def discover(folder: Path, names: Iterable[str]) -> list[Found]:
     folder, names = Path(folder), set(names)
     if not folder.is_dir():
         raise GradingError(f"submissions folder {folder} does not exist or is not a folder")
+    links = _links_in(folder)
     found = []
     for entry in sorted(folder.iterdir()):
         if _ignored(entry.name):
             continue
-        if entry.is_dir():
-            for path in sorted(entry.rglob("*")):
-                if path.is_file() and not any(_ignored(p) for p in path.relative_to(entry).parts):
-                    found.append(_classify(entry.name, path, path.name, names))
-        elif entry.is_file():
-            student, sep, rest = entry.name.partition("__")
-            if sep and student:
-                found.append(_classify(student, entry, rest, names))
-            else:
-                note = "files at the top level must be named <student>__NN_topic.ipynb"
-                found.append(Found(entry.stem, entry.stem, entry, False, note, real_student=False))
+        refused = refusal(entry, links)
+        if not refused and entry.is_dir():
+            for path in _walk(entry):
+                found.append(_classify(entry.name, path, path.name, names, refusal(path, links)))
+            continue
+        student, sep, rest = entry.name.partition("__")
+        if sep and student:
+            found.append(_classify(student, entry, rest, names, refused))
+        elif refused and entry.is_dir():  # a student folder that is a link: that student's, never entered
+            found.append(Found(entry.name, entry.name, entry, False, refused, real_student=False, refused=refused))
+        elif refused:  # a stray link or pipe at the top: no student's, listed
+            found.append(Found("", entry.name, entry, False, refused, real_student=False, refused=refused))
+        else:
+            note = "files at the top level must be named <student>__NN_topic.ipynb"
+            found.append(Found("", entry.name, entry, False, note, real_student=False))
     return found
+
+
+def refused_row(found: Found, ref: Reference) -> Row:
+    """The row of a submission the grader never reads (``Found.refused``: a symbolic link, a hard link to a file
+    outside the class, a special file): ``refused-file``, 0 points, the reason as its message and its feedback."""
+    row = Row(found.student, ref.name, "refused-file", 0, ref.max_points, found.refused, str(found.path))
+    row.checks = {str(c["check"]): 0 for c in ref.checks}
+    row.feedback.append(f"`{_code(found.refused)}`")
+    return row

@@ -19,6 +19,11 @@ equals the student's name after normalising (lower case; runs of anything but le
 gradebook students the roster lacks are never dropped: they are listed, written to ``<out>.unmatched.csv`` with their
 points, and make the command exit 1 unless ``--allow-unmatched``. A name that fits two roster entries, or two names that fit one
 entry, are left out the same way (ambiguous).
+
+A grade the grader could not give (a row ``ungraded`` or ``grader-error``: the machine's fault or the grader's, never the
+student's) is a blank cell, never a 0: the LMS imports no grade there (in Canvas, type ``EX`` to excuse it). The
+command names each such student and exits 1 unless ``--allow-ungraded``. Files whose name is no exercise (a stray
+``progress.json``) add no column, and a file at the top of the class folder adds no student.
 """
 
 from __future__ import annotations
@@ -29,7 +34,8 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .gradebook import _num
+from .files import write_csv
+from .gradebook import NOT_GRADED, _num
 
 __all__ = ["FORMATS", "RosterEntry", "ExportReport", "normalise", "read_roster", "read_gradebook", "export_grades"]
 
@@ -68,7 +74,8 @@ class RosterEntry:
 class ExportReport:
     """What an export did: ``written`` (roster rows in the file), ``matched`` (gradebook student -> roster label),
     ``without_submission`` (roster labels given 0), ``unmatched`` and ``ambiguous`` (gradebook students not in the
-    file), ``columns`` (the grade columns), ``unmatched_file`` (where the unmatched rows went, or ``None``)."""
+    file), ``columns`` (the grade columns), ``unmatched_file`` (where the unmatched rows went, or ``None``),
+    ``not_graded`` (the students and exercises left blank)."""
 
     written: int
     matched: dict[str, str]
@@ -77,6 +84,8 @@ class ExportReport:
     ambiguous: list[str]
     columns: list[str]
     unmatched_file: Path | None = None
+    not_graded: dict[str, list[str]] = field(default_factory=dict)
+    """gradebook student -> the exercises the grader could not grade (``ungraded``, ``grader-error``): blank cells"""
 
 
 def _keys(*values: str) -> set[str]:
@@ -140,10 +149,14 @@ def read_roster(path: str | Path, fmt: str) -> list[RosterEntry]:
     return entries
 
 
-def read_gradebook(path: str | Path) -> tuple[dict[str, dict[str, float]], dict[str, float]]:
+def read_gradebook(path: str | Path) -> tuple[dict[str, dict[str, float | None]], dict[str, float]]:
     """``gradacc grade``'s CSV as ``({student: {exercise: points}}, {exercise: max_points})``.
 
-    Every student of the file is present, also one whose only row is an unrecognized file (no exercise).
+    An exercise's points are ``None`` (no grade, never 0) when a row of it has a status the grader could not grade
+    (``NOT_GRADED``: ``ungraded``, ``grader-error``). A file whose name is no exercise (an ``unrecognized`` row, a
+    refused file without an exercise) adds no exercise; a row without a student (a stray file at the top of the class
+    folder) adds no student. Every other student of the file is present, also one whose only row is an unrecognized
+    file (no exercise). A gradebook without a ``status`` column (an older one) reads as graded.
 
     Raises:
         ValueError: the file lacks the gradebook columns ``student, exercise, points, max_points``.
@@ -152,14 +165,22 @@ def read_gradebook(path: str | Path) -> tuple[dict[str, dict[str, float]], dict[
     missing = [c for c in ("student", "exercise", "points", "max_points") if c not in columns]
     if missing:
         raise ValueError(f"{path} is not a gradacc gradebook: missing the columns {', '.join(missing)}")
-    points: dict[str, dict[str, float]] = {}
+    points: dict[str, dict[str, float | None]] = {}
     max_points: dict[str, float] = {}
     for row in rows:
-        student, exercise = row["student"], row["exercise"].strip()
+        student, exercise, status = row["student"], row["exercise"].strip(), row.get("status", "")
+        most = float(row["max_points"] or 0)
+        if not student.strip():
+            continue  # no student's: a stray file at the top of the class folder
         points.setdefault(student, {})
-        if exercise:
-            points[student][exercise] = points[student].get(exercise, 0.0) + float(row["points"] or 0)
-            max_points[exercise] = max(max_points.get(exercise, 0.0), float(row["max_points"] or 0))
+        if not exercise or status == "unrecognized" or (status == "refused-file" and not most):
+            continue  # a file that is no exercise adds no column
+        mine = points[student]
+        if status in NOT_GRADED or (exercise in mine and mine[exercise] is None):
+            mine[exercise] = None
+        else:
+            mine[exercise] = (mine.get(exercise) or 0.0) + float(row["points"] or 0)
+        max_points[exercise] = max(max_points.get(exercise, 0.0), most)
     return points, max_points
 
 
@@ -174,7 +195,10 @@ def export_grades(
 ) -> ExportReport:
     """Write ``out`` in the LMS format ``fmt``: one row per roster student, one grade column per exercise of the
     gradebook (``per="exercise"``, named ``prefix + NN_topic``) or one ``prefix + "total"`` column (``per="total"``).
-    Unmatched gradebook students go to ``<out>.unmatched.csv`` (student, each exercise, total).
+    Unmatched gradebook students go to ``<out>.unmatched.csv`` (student, each exercise, total). An exercise the grader
+    could not grade (``read_gradebook``'s ``None``) is a blank cell, and so is a total that includes one: the LMS
+    imports no grade there, never a 0 (``ExportReport.not_graded`` names them). Both files are the instructor's only
+    (``0600``) and every cell is spreadsheet-safe (``gradacc.grading.files.write_csv``).
 
     Raises:
         ValueError: bad ``fmt`` or ``per``, or a roster / gradebook without its columns.
@@ -184,6 +208,54 @@ def export_grades(
     entries = read_roster(roster, fmt)
     points, max_points = read_gradebook(gradebook)
     exercises = sorted(max_points)
+    matched, unmatched, ambiguous = _match(entries, points)
+    by_entry = {i: s for s, i in matched.items()}
+
+    def grades(student: str | None) -> list[float | None]:
+        mine = points.get(student, {}) if student is not None else {}
+        values = [mine.get(e, 0.0) for e in exercises]
+        return values if per == "exercise" else [_total(values)]
+
+    columns = [prefix + e for e in exercises] if per == "exercise" else [prefix + "total"]
+    possible = [max_points[e] for e in exercises] if per == "exercise" else [sum(max_points.values())]
+    if fmt == "canvas":
+        header = [*_CANVAS_IDENTITY, *columns]
+        lines = [[CANVAS_POINTS_POSSIBLE, "", "", "", "", *map(_num, possible)]]
+    elif fmt == "moodle":
+        header, lines = [*_MOODLE_IDENTITY, *columns], []
+    else:
+        header, lines = ["student", "id", "email", *columns, *([] if per == "total" else ["total"])], []
+    for i, entry in enumerate(entries):
+        values = grades(by_entry.get(i))
+        extra = [] if fmt != "csv" or per == "total" else [_total(values)]
+        lines.append([*entry.identity.values(), *map(_grade, values + extra)])
+    out = Path(out)
+    write_csv(out, header, lines)
+    unmatched_file = None
+    if unmatched or ambiguous:
+        unmatched_file = out.with_name(out.name + ".unmatched.csv")
+        lost = []
+        for student in unmatched + ambiguous:
+            values = [points[student].get(e, 0.0) for e in exercises]
+            reason = "not in the roster" if student in unmatched else "matches more than one roster student"
+            lost.append([student, reason, *map(_grade, values), _grade(_total(values))])
+        write_csv(unmatched_file, ["student", "reason", *exercises, "total"], lost)
+    return ExportReport(
+        written=len(entries),
+        matched={s: entries[i].label for s, i in matched.items()},
+        without_submission=[e.label for i, e in enumerate(entries) if i not in by_entry],
+        unmatched=unmatched,
+        ambiguous=ambiguous,
+        columns=columns,
+        unmatched_file=unmatched_file,
+        not_graded={
+            s: [e for e in exercises if ex.get(e, 0.0) is None] for s, ex in points.items() if None in ex.values()
+        },  # fmt: skip
+    )
+
+
+def _match(entries: list[RosterEntry], points: dict) -> tuple[dict[str, int], list[str], list[str]]:
+    """``(matched: gradebook student -> roster index, unmatched, ambiguous)`` (see the module docstring)."""
     owners: dict[str, list[int]] = {}
     for i, entry in enumerate(entries):
         for key in entry.keys:
@@ -202,48 +274,17 @@ def export_grades(
             matched[student] = found[0]
         else:  # several roster students fit the name, or several gradebook names fit one roster student
             ambiguous.append(student)
-    by_entry = {i: s for s, i in matched.items()}
+    return matched, unmatched, ambiguous
 
-    def grades(student: str | None) -> list[float]:
-        mine = points.get(student, {}) if student is not None else {}
-        values = [mine.get(e, 0.0) for e in exercises]
-        return values if per == "exercise" else [sum(values)]
 
-    columns = [prefix + e for e in exercises] if per == "exercise" else [prefix + "total"]
-    possible = [max_points[e] for e in exercises] if per == "exercise" else [sum(max_points.values())]
-    out = Path(out)
-    with open(out, "w", newline="", encoding="utf-8") as f:
-        writer = csv.writer(f)
-        if fmt == "canvas":
-            writer.writerow([*_CANVAS_IDENTITY, *columns])
-            writer.writerow([CANVAS_POINTS_POSSIBLE, "", "", "", "", *map(_num, possible)])
-        elif fmt == "moodle":
-            writer.writerow([*_MOODLE_IDENTITY, *columns])
-        else:
-            writer.writerow(["student", "id", "email", *columns, *([] if per == "total" else ["total"])])
-        for i, entry in enumerate(entries):
-            values = grades(by_entry.get(i))
-            extra = [] if fmt != "csv" or per == "total" else [sum(values)]
-            writer.writerow([*entry.identity.values(), *map(_num, values + extra)])
-    unmatched_file = None
-    if unmatched or ambiguous:
-        unmatched_file = out.with_name(out.name + ".unmatched.csv")
-        with open(unmatched_file, "w", newline="", encoding="utf-8") as f:
-            writer = csv.writer(f)
-            writer.writerow(["student", "reason", *exercises, "total"])
-            for student in unmatched + ambiguous:
-                values = [points[student].get(e, 0.0) for e in exercises]
-                reason = "not in the roster" if student in unmatched else "matches more than one roster student"
-                writer.writerow([student, reason, *map(_num, values), _num(sum(values))])
-    return ExportReport(
-        written=len(entries),
-        matched={s: entries[i].label for s, i in matched.items()},
-        without_submission=[e.label for i, e in enumerate(entries) if i not in by_entry],
-        unmatched=unmatched,
-        ambiguous=ambiguous,
-        columns=columns,
-        unmatched_file=unmatched_file,
-    )
+def _total(values: list[float | None]) -> float | None:
+    """The sum, or ``None`` (no grade) when one of them is not graded."""
+    return None if None in values else sum(values)
+
+
+def _grade(value: float | None) -> str:
+    """A grade cell: the points, or blank for no grade (the LMS then imports nothing there, never a 0)."""
+    return "" if value is None else _num(value)
 
 
 def add_cli(subparsers) -> None:
@@ -252,7 +293,8 @@ def add_cli(subparsers) -> None:
         help="write a gradebook's grades in an LMS's import format (Canvas, Moodle, plain CSV)",
         description="Map the students of GRADEBOOK (gradacc grade's CSV) to the LMS roster ROSTER and write the "
         "LMS's grade-import file. Exit code 1 when a gradebook student is not in the roster (unless "
-        "--allow-unmatched); they are listed and written to OUT.unmatched.csv.",
+        "--allow-unmatched; they are listed and written to OUT.unmatched.csv), or when a row could not be graded "
+        "(ungraded, grader-error: a blank cell, never 0; unless --allow-ungraded).",
     )
     p.add_argument("gradebook", help="gradebook CSV written by gradacc grade")
     p.add_argument("--roster", required=True, help="roster CSV downloaded from the LMS (same format as --format)")
@@ -262,6 +304,11 @@ def add_cli(subparsers) -> None:
         "--per", choices=("exercise", "total"), default="exercise", help="a column per exercise or one total"
     )
     p.add_argument("--allow-unmatched", action="store_true", help="exit 0 even when gradebook students are unmatched")
+    p.add_argument(
+        "--allow-ungraded",
+        action="store_true",
+        help="exit 0 even when some rows could not be graded (ungraded, grader-error); their cells stay blank",
+    )
     p.set_defaults(func=_cmd_export)
 
 
@@ -278,6 +325,16 @@ def _cmd_export(args) -> int:
     if report.without_submission:
         print(f"{_students(len(report.without_submission), 'roster ')} without a submission got 0: "
               + ", ".join(report.without_submission))  # fmt: skip
+    code = 0
+    if report.not_graded:
+        named = ", ".join(f"{s} ({', '.join(e)})" for s, e in report.not_graded.items())
+        print(
+            f"warning: {_students(len(report.not_graded), 'gradebook ')} could not be graded (ungraded or "
+            f"grader-error rows): their cells are blank, never 0: {named}. Grade them again (gradacc grade ... "
+            "--resume) and export again, or pass --allow-ungraded to import the other grades now",
+            file=sys.stderr,
+        )
+        code = 0 if args.allow_ungraded else 1
     lost = report.unmatched + report.ambiguous
     if lost:
         reasons = [f"{s} (not in the roster)" for s in report.unmatched]
@@ -287,5 +344,5 @@ def _cmd_export(args) -> int:
             f"{report.unmatched_file}): " + ", ".join(reasons),
             file=sys.stderr,
         )
-        return 0 if args.allow_unmatched else 1
-    return 0
+        code = code or (0 if args.allow_unmatched else 1)
+    return code

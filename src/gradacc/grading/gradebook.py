@@ -7,7 +7,6 @@ The gradebook is the instructor's, in English; a student's feedback is in the la
 
 from __future__ import annotations
 
-import csv
 import os
 import re
 from dataclasses import dataclass, field
@@ -16,9 +15,13 @@ from pathlib import Path
 import nbformat
 
 from ..i18n import N_, Message, translate
+from .files import private_folder, write_csv, write_private_text
 
 __all__ = [
     "STATUSES",
+    "NOT_GRADED",
+    "COURSE_NAME",
+    "answer_error",
     "GradingError",
     "Settings",
     "Reference",
@@ -39,7 +42,14 @@ STATUSES: dict[str, str] = {
     "output-limit": N_(
         "the notebook printed more than --max-output-kib; the kernel was stopped; points: checks passed before"
     ),
-    "invalid-notebook": N_("the file is empty, not JSON, or not a Jupyter notebook; 0 points"),
+    "invalid-notebook": N_(
+        "the file is empty, not JSON, or not a Jupyter notebook; 0 points (open it in Jupyter: if it does not open, "
+        "download it again from JupyterLab or Colab with File > Download and hand that file in)"
+    ),
+    "refused-file": N_(
+        "a symbolic link, a hard link to a file outside the class, or a special file (a pipe, a device): never read; "
+        "0 points (hand in the notebook itself)"
+    ),
     "wrong-exercise": N_("the notebook is another exercise (its cell ids or cells match another one); 0 points"),
     "duplicate": N_("more than one file for the same student and exercise; none graded (keep one and grade again)"),
     "missing": N_("no file for this exercise from a student who submitted something else; 0 points"),
@@ -57,6 +67,7 @@ STATUS_NAMES: dict[str, str] = {
     "memory-limit": N_("memory-limit"),
     "output-limit": N_("output-limit"),
     "invalid-notebook": N_("invalid-notebook"),
+    "refused-file": N_("refused-file"),
     "wrong-exercise": N_("wrong-exercise"),
     "duplicate": N_("duplicate"),
     "missing": N_("missing"),
@@ -66,6 +77,11 @@ STATUS_NAMES: dict[str, str] = {
 }
 """Each status as a student's feedback names it (``translate(STATUS_NAMES[s], language)``); the gradebook's
 ``status`` column keeps the English name."""
+NOT_GRADED = ("ungraded", "grader-error")
+"""The statuses of a row the grader could not grade through no fault of the student's: its points are no grade, and
+``gradacc export`` leaves them blank (never 0)."""
+COURSE_NAME = N_("Gradient accumulation, from first principles to four frameworks")
+"""The course's name, as the README's title gives it; each feedback file names it."""
 
 
 class GradingError(RuntimeError):
@@ -170,6 +186,11 @@ class Gradebook:
     seed: int
     wall_s: float
     sandbox: str = ""
+    course_version: str = ""
+    """the course's version the grades come from (``gradacc.grading.shards.course_version``: the package version and
+    the reference's git commit); each feedback file names it"""
+    graded_on: str = ""
+    """the day of grading (UTC, ``2026-12-07``); each feedback file names it"""
 
     def row(self, student: str, exercise: str) -> Row:
         matches = [r for r in self.rows if r.student == student and r.exercise == exercise]
@@ -180,52 +201,52 @@ class Gradebook:
     def write_csv(self, path: Path) -> None:
         """One row per (student, exercise): the fixed columns (``sandbox``: how the notebook was isolated), ``flags``,
         ``hidden`` (each check's hidden result, as ``X.Y: passed; X.Z: your results differ ...``), then ``check X.Y``
-        (points earned) per check."""
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
+        (points earned) per check. The file is the instructor's only (``0600``) and every cell is spreadsheet-safe
+        (``gradacc.grading.files.write_csv``)."""
         fixed = ["student", "exercise", "points", "max_points", "status", "message", "file", "seconds", "peak_mib",
                  "sandbox"]  # fmt: skip
-        with path.open("w", newline="", encoding="utf-8") as f:
-            writer = csv.writer(f)
-            writer.writerow(fixed + ["flags", "hidden"] + [f"check {c}" for c in self.check_columns])
-            for r in self.rows:
-                values = [
-                    r.student,
-                    r.exercise,
-                    _num(r.points),
-                    _num(r.max_points),
-                    r.status,
-                    r.message,
-                    r.file,
-                    "" if r.seconds is None else f"{r.seconds:.1f}",
-                    "" if r.peak_mib is None else f"{r.peak_mib:.0f}",
-                    r.sandbox,
-                    r.flags,
-                    "; ".join(f"{c}: {result}" for c, result in r.hidden.items()),
-                ] + [_num(r.checks[c]) if c in r.checks else "" for c in self.check_columns]
-                writer.writerow([_csv_safe(v) for v in values])
+        header = fixed + ["flags", "hidden"] + [f"check {c}" for c in self.check_columns]
+        write_csv(path, header, (self._csv_values(r) for r in self.rows))
+
+    def _csv_values(self, r: Row) -> list[str]:
+        return [
+            r.student,
+            r.exercise,
+            _num(r.points),
+            _num(r.max_points),
+            r.status,
+            r.message,
+            r.file,
+            "" if r.seconds is None else f"{r.seconds:.1f}",
+            "" if r.peak_mib is None else f"{r.peak_mib:.0f}",
+            r.sandbox,
+            r.flags,
+            "; ".join(f"{c}: {result}" for c, result in r.hidden.items()),
+        ] + [_num(r.checks[c]) if c in r.checks else "" for c in self.check_columns]
 
     def write_feedback(self, folder: Path) -> list[Path]:
         """Write ``folder/<student>.md`` for every student: per exercise the status, points and each check's result,
         in the student's language (that of the student's first submission not in English, else English; each row's
-        own lines are in its submission's language)."""
-        folder = Path(folder)
-        folder.mkdir(parents=True, exist_ok=True)
+        own lines are in its submission's language). Each file opens with the course, the exercises, the day of
+        grading and the course version, so that a file returned through the LMS says what it is about. The folder is
+        ``0700`` and the files ``0600`` (the instructor's only). A row with no student (a stray file at the top of the
+        class folder) gets no file."""
+        folder = private_folder(folder)
         written = []
-        for student in sorted({r.student for r in self.rows}):
+        for student in sorted({r.student for r in self.rows if r.student}):
             rows = [r for r in self.rows if r.student == student]
-            lines = _feedback(student, rows)
+            lines = _feedback(student, rows, self.course_version, self.graded_on)
             path = folder / f"{_safe_name(student)}.md"
             number = 1
             while path in written:  # two names that differ only in characters a file name cannot hold
                 number += 1
                 path = folder / f"{_safe_name(student)}-{number}.md"
-            path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+            write_private_text(path, "\n".join(lines) + "\n")
             written.append(path)
         return written
 
 
-def _feedback(student: str, rows: list[Row]) -> list[str]:
+def _feedback(student: str, rows: list[Row], version: str = "", day: str = "") -> list[str]:
     """The lines of one student's feedback file, in the student's language (``Gradebook.write_feedback``)."""
     lang = next((r.language for r in rows if r.language != "en"), "en")
 
@@ -233,7 +254,13 @@ def _feedback(student: str, rows: list[Row]) -> list[str]:
         return translate(STATUS_NAMES.get(r.status, r.status), lang)
 
     header = translate(N_("| exercise | points | status |"), lang)
-    lines = [translate(N_("# Feedback: {student}"), lang).format(student=_md(student)), "", header, "|---|---|---|"]
+    exercises = ", ".join(_md(e) for e in sorted({r.exercise for r in rows if r.exercise}))
+    about = translate(N_("Course: {course}. Exercises: {exercises}. Graded on {day}; course version {version}."), lang)
+    unknown = translate(N_("not recorded"), lang)
+    course = translate(COURSE_NAME, lang)
+    about = about.format(course=course, exercises=exercises, day=day or unknown, version=_md(version) or unknown)
+    lines = [translate(N_("# Feedback: {student}"), lang).format(student=_md(student)), "", about, "", header,
+             "|---|---|---|"]  # fmt: skip
     for r in rows:
         lines.append(f"| {_md(r.exercise)} | {_num(r.points)} / {_num(r.max_points)} | {status(r)} |")
     heading = translate(N_("## {exercise}: {points} / {max_points} points ({status})"), lang)
@@ -252,12 +279,6 @@ def _num(x: float) -> str:
     return str(int(x)) if float(x).is_integer() else f"{x:g}"
 
 
-def _csv_safe(value: str) -> str:
-    """Keep a spreadsheet from evaluating a cell (``=...``, ``+...``, ``-...``, ``@...``): prefix a quote."""
-    value = str(value)
-    return "'" + value if value[:1] in ("=", "+", "-", "@") and not re.fullmatch(r"-?\d+(\.\d+)?", value) else value
-
-
 def _md(text: str) -> str:
     return re.sub(r"([\\`*_\[\]<>|#])", r"\\\1", str(text))
 
@@ -271,8 +292,37 @@ def _safe_name(name: str) -> str:
 
 
 def _short(text: str, limit: int = 240) -> str:
+    """``text`` on one line, at most ``limit`` characters: cut at the last space before the limit (never inside a
+    word, unless one word alone is longer), ending in ``...``."""
     text = " ".join(str(text).split())
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+    if len(text) <= limit:
+        return text
+    cut = text[: limit - 3]
+    space = cut.rfind(" ")
+    return (cut[:space] if space > limit // 2 else cut).rstrip() + "..."
+
+
+def answer_error(layout: dict[str, int], cells: dict, check: str) -> Message | None:
+    """The error an answer cell of ``check`` raised in the run, or ``None``: the first ``solution:<id>`` cell between
+    the previous check cell and this one (``layout``: capture key -> code-cell index, ``merge_submission``) whose
+    captured output holds an error. A check that fails after its answer cell failed (an ``IndentationError``, say)
+    reports only a ``NameError`` of its own: this error is the one the student must read first."""
+    mine = layout.get(f"check:{check}")
+    if mine is None:
+        return None
+    before = [i for k, i in layout.items() if k.startswith("check:") and i < mine]
+    start = max(before, default=-1)
+    answers = sorted((i, k) for k, i in layout.items() if k.startswith("solution:") and start < i < mine)
+    for _, key in answers:
+        err = (cells.get(key) or {}).get("error")
+        if err:
+            return Message(
+                N_("your answer cell {cell} raised {error}: {message}"),
+                cell=key.removeprefix("solution:"),
+                error=err["ename"],
+                message=_short(err["evalue"], 300),
+            )
+    return None
 
 
 def _check_message(check: str, captured: dict | None, stopped: bool, cell_timeout: float, printed: str) -> str:

@@ -24,7 +24,6 @@ import json
 import os
 import re
 import shutil
-import subprocess
 import sys
 import tempfile
 from collections.abc import Sequence
@@ -33,11 +32,12 @@ from pathlib import Path
 
 from .. import __version__
 from ..i18n import N_, chosen_language, translate
-from .gradebook import STATUS_NAMES, GradingError, Row, Settings, _num, _short
+from .files import course_commit, write_csv
+from .gradebook import STATUS_NAMES, Gradebook, GradingError, Row, Settings, _num, _short
 from .score import grade
 from .shards import fingerprints
 
-__all__ = ["ExerciseProgress", "Progress", "progress", "add_cli"]
+__all__ = ["ExerciseProgress", "Progress", "progress", "class_view", "class_progress", "add_cli"]
 
 RECORD_NAME = "progress.json"
 """The record's file name, written into the learner's folder unless ``record`` says otherwise."""
@@ -125,20 +125,6 @@ def _next_step(row: Row, lang: str) -> str:
     return translate(N_("done: every check passed"), lang)
 
 
-def _course_commit(reference: Path) -> str | None:
-    """The git commit of the course folder holding ``reference``, or ``None`` (no git, not a checkout)."""
-    git = shutil.which("git")
-    if git is None:
-        return None
-    done = subprocess.run(
-        [git, "-C", str(reference if reference.is_dir() else reference.parent), "rev-parse", "HEAD"],
-        capture_output=True,
-        text=True,
-        timeout=30,
-    )
-    return done.stdout.strip() or None if done.returncode == 0 else None
-
-
 def progress(
     folder: Path | str = "exercises",
     *,
@@ -173,10 +159,19 @@ def progress(
     if not reference.exists():
         error = N_(
             "{reference} does not exist: progress puts your answers into the course's solution notebooks, as the "
-            "grader does; run it in the course's folder (a clone, or Binder) or pass reference=/--reference"
+            "grader does. Run it in the course's folder (a clone, or Binder), or name the solutions folder: "
+            "`gradacc progress --reference PATH` in a terminal, `progress(reference=PATH)` in a notebook"
         )
         raise GradingError(translate(error, chosen or "en").format(reference=reference))
     names = sorted(fingerprints(reference, None)["references"])
+    if _looks_like_a_class(folder, names):
+        error = N_(
+            "{folder} looks like a class folder (one folder or <student>__NN_topic.ipynb file per student): progress "
+            "judges one learner's folder and writes its record there, where the next `gradacc grade` would read it. "
+            "For the whole class run `gradacc progress --class {folder} --out class-progress.csv` "
+            "(docs/instructors/grade.md)"
+        )
+        raise GradingError(translate(error, chosen or "en").format(folder=folder))
     unknown = sorted(set(exercises or ()) - set(names))
     if unknown:
         error = N_("no course exercise is called {unknown}; the exercises: {names}")
@@ -218,11 +213,72 @@ def progress(
     return result
 
 
+def _looks_like_a_class(folder: Path, names: Sequence[str]) -> bool:
+    """Whether ``folder`` holds no exercise notebook of its own but students' ones: ``<student>/NN_topic.ipynb`` or
+    ``<student>__NN_topic.ipynb`` (the layouts ``gradacc grade`` reads)."""
+    if any((folder / f"{n}.ipynb").is_file() for n in names):
+        return False
+    for name in names:
+        if any(folder.glob(f"*__{name}.ipynb")):
+            return True
+        for student in (d for d in folder.iterdir() if d.is_dir() and not d.is_symlink()):
+            if (student / f"{name}.ipynb").is_file() or any(student.glob(f"*/{name}.ipynb")):
+                return True
+    return False
+
+
+def class_view(book: Gradebook) -> tuple[list[str], list[list[str]]]:
+    """The class at a glance, from a gradebook: ``(header, rows)`` with one row per student (``student``, then each
+    exercise's ``points / max`` and status when it is not ``graded``, then ``total``, ``max_points`` and the
+    checks passed), sorted by student. A row without a student (a stray file) is left out."""
+    exercises = sorted({r.exercise for r in book.rows if r.student and r.max_points})
+    header = ["student", *exercises, "total", "max_points", "checks passed"]
+    rows = []
+    for student in sorted({r.student for r in book.rows if r.student}):
+        mine = {r.exercise: r for r in book.rows if r.student == student and r.exercise in exercises}
+        cells = []
+        for name in exercises:
+            r = mine.get(name)
+            if r is None:
+                cells.append("")
+                continue
+            status = "" if r.status == "graded" else f" ({r.status})"
+            cells.append(f"{_num(r.points)} / {_num(r.max_points)}{status}")
+        passed = sorted(c for r in mine.values() for c, points in r.checks.items() if points > 0)
+        total = sum(r.points for r in mine.values())
+        most = sum(r.max_points for r in mine.values())
+        rows.append([student, *cells, _num(total), _num(most), " ".join(passed)])
+    return header, rows
+
+
+def class_progress(
+    submissions: Path | str, out: Path | str, *, reference: Path | str = "solutions", settings: Settings | None = None,
+    log=None,
+) -> Gradebook:  # fmt: skip
+    """The class view of progress: grade every student of ``submissions`` as ``progress`` judges one learner (the
+    visible checks only, no hidden checks), each notebook in the grader's sandbox (``settings``, default
+    ``Settings()``: bubblewrap, since the code is the students'), and write ``class_view`` as a CSV file ``out``
+    (``0600``, spreadsheet-safe) outside the class folder. Returns the gradebook.
+
+    Raises:
+        GradingError: ``out`` is inside ``submissions`` (the next ``gradacc grade`` would read it), or as ``grade``.
+    """
+    submissions, out = Path(submissions), Path(out)
+    if out.resolve().is_relative_to(submissions.resolve()):
+        raise GradingError(
+            f"{out} is inside the class folder {submissions}: the next gradacc grade would read it; write it elsewhere"
+        )
+    book = grade(submissions, Path(reference), hidden=None, settings=settings or Settings(), progress=False, log=log)
+    header, rows = class_view(book)
+    write_csv(out, header, rows)
+    return book
+
+
 def _write_record(result: Progress, reference: Path) -> None:
     record = {
         "course": {
             "gradacc": __version__,
-            "commit": _course_commit(reference),
+            "commit": course_commit(reference),
             "references": fingerprints(reference, None)["references"],
         },
         "checked": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
@@ -257,10 +313,20 @@ def add_cli(subparsers) -> None:
     p.add_argument("--reference", help="the course's solutions folder (default: solutions/ next to FOLDER)")
     p.add_argument("--exercise", action="append", help="only this exercise (NN_topic; repeatable)")
     p.add_argument("--record", help=f"where to write the record (default FOLDER/{RECORD_NAME})")
+    p.add_argument(
+        "--class",
+        dest="class_folder",
+        metavar="SUBMISSIONS",
+        help="the instructor's class view: judge every student of SUBMISSIONS (gradacc grade's layouts) on the "
+        "visible checks, in the grader's sandbox, and write one row per student to --out",
+    )
+    p.add_argument("--out", default="class-progress.csv", help="with --class: the CSV to write, outside SUBMISSIONS")
     p.set_defaults(func=_cmd_progress)
 
 
 def _cmd_progress(args: argparse.Namespace) -> int:
+    if args.class_folder:
+        return _cmd_class(args)
     try:
         result = progress(args.folder, reference=args.reference, exercises=args.exercise, record=args.record or True)
     except (GradingError, OSError, ValueError) as exc:
@@ -269,3 +335,14 @@ def _cmd_progress(args: argparse.Namespace) -> int:
     print(result.table())
     print(translate(N_("wrote the record {record}"), result.language).format(record=result.record))
     return 0 if result.exercises and all(e.done for e in result.exercises) else 1
+
+
+def _cmd_class(args: argparse.Namespace) -> int:
+    try:
+        book = class_progress(args.class_folder, args.out, reference=args.reference or "solutions", log=lambda m: None)
+    except (GradingError, OSError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    header, rows = class_view(book)
+    print(f"wrote {args.out}: {len(rows)} students, exercises {', '.join(header[1:-3]) or 'none'} (visible checks)")
+    return 0

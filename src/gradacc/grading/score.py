@@ -6,6 +6,7 @@ the reference printed (numbers within one unit of the last digit); ``grade`` run
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import json
 import re
 import secrets
@@ -17,7 +18,8 @@ from pathlib import Path
 
 from ..course.nbval_run import NbvalRun
 from ..i18n import N_, Message, notebook_language, translate
-from .discover import Found, discover, load_references, read_submission
+from .discover import Found, discover, load_references, read_submission, refused_row
+from .files import course_version, open_private
 from .gradebook import (
     STATUS_NAMES,
     Gradebook,
@@ -32,6 +34,7 @@ from .gradebook import (
     _said,
     _say,
     _short,
+    answer_error,
 )
 from .merge import _flags, identify, match_solutions, merge_submission
 from .run import _calibrate, _run_merged
@@ -121,11 +124,14 @@ def _score(
                 _say(lang, N_("Exercise {check} ({points} points): passed"), check=cid, points=_num(points))
             )
             continue
+        first = answer_error(layout, cells, cid)
         if not visible:
             stopped = bool(kinds & {"kernel-died", "output-limit"})
             why = _check_message(cid, cells.get(f"check:{cid}"), stopped, settings.cell_timeout, printed)
-            failures.append(f"{cid}: {_short(why, 160)}")
-            said = _short(_said(why, lang), 300)
+            if first is not None:  # the answer's own error first; the check's, which follows from it, second
+                why = Message(N_("{answer}; then the check: {check}"), answer=first, check=why)
+            failures.append(f"{cid}: {_short(why, 1000)}")
+            said = _short(_said(why, lang), 500)
         else:
             why = Message(
                 N_(
@@ -134,7 +140,7 @@ def _score(
                 ),
                 problem=hidden_problem,
             )
-            failures.append(f"{cid}: {_short('hidden check failed: ' + hidden_problem, 160)}")
+            failures.append(f"{cid}: {_short('hidden check failed: ' + hidden_problem, 1000)}")
             said = why.into(lang)
         failed = N_("Exercise {check} (0 / {points} points): failed: `{why}`")
         row.feedback.append(_say(lang, failed, check=cid, points=_num(points), why=_code(said)))
@@ -316,7 +322,10 @@ def grade(
     assignment at a time) those that at least one submission hands in, which the log names.
 
     Returns a ``Gradebook`` with one row per (student, exercise) for each student found and each exercise graded
-    (``missing`` when that student sent no file for it), plus one row per unrecognized file. A reference that fails
+    (``missing`` when that student sent no file for it; ``refused-file``, never read, when that file is a link or a
+    special file: ``discover.refusal``), plus one row per unrecognized file (with an empty student for a stray file
+    at the top of ``submissions``). The gradebook records the course version and the day (``Gradebook.course_version``,
+    ``graded_on``) for the feedback files. A reference that fails
     under the grader (its own checks, or unstable hidden checks) is calibrated once more with twice the time limits;
     if it still fails, its submissions get ``ungraded`` rows, which are not journaled (``resume`` grades them).
     Raises ``GradingError`` when grading cannot start (bad folders, a broken hidden-checks file, a ``resume`` whose
@@ -373,12 +382,15 @@ def grade(
     groups: dict[tuple[str, str], list[Found]] = {}
     for f in found:
         if not f.recognized:
-            rows.append(Row(f.student, f.exercise, "unrecognized", message=f.note, file=str(f.path)))
+            status = "refused-file" if f.refused else "unrecognized"
+            rows.append(Row(f.student, f.exercise, status, message=f.note, file=str(f.path)))
         elif f.exercise in selected:
             groups.setdefault((f.student, f.exercise), []).append(f)
     for (student, name), files in sorted(groups.items()):
         ref = selected[name]
-        if len(files) > 1:
+        if len(files) == 1 and files[0].refused:  # a link or a special file: never read, its row kept
+            rows.append(refused_row(files[0], ref))
+        elif len(files) > 1:
             listed = ", ".join(str(f.path) for f in files)
             rows.append(
                 Row(
@@ -419,15 +431,18 @@ def grade(
         log(f"resuming: {len(kept)} notebooks already graded in {journal}, {len(jobs)} to grade (seed {seed})")
     sink = None
     if journal is not None:
-        sink = open(journal, "a" if resume else "w", encoding="utf-8")  # noqa: SIM115 - closed in the finally below
+        sink = open_private(journal, "a" if resume else "w")  # the instructor's only; closed in the finally below
         if not done:
             sink.write(json.dumps({"seed": seed}) + "\n")
             sink.flush()
     try:
-        return _grade_jobs(rows, jobs, selected, refs, seed, settings, progress, log, sink, start, box)
+        book = _grade_jobs(rows, jobs, selected, refs, seed, settings, progress, log, sink, start, box)
     finally:
         if sink is not None:
             sink.close()
+    book.course_version = course_version(reference)
+    book.graded_on = datetime.datetime.now(datetime.timezone.utc).date().isoformat()
+    return book
 
 
 def _grade_jobs(rows, jobs, selected, refs, seed, settings, progress, log, sink, start, box) -> Gradebook:

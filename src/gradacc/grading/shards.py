@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .. import __version__
+from .files import open_private, private_folder, write_private_text
 from .gradebook import Gradebook, GradingError, Row, Settings
 from .score import read_journal
 
@@ -206,8 +207,8 @@ def begin_shard(
                 f"{paths.record}: shard {shard.name} was started with other {', '.join(changed)}: grade it again "
                 "without --resume (or with what it started with)"
             )
-    paths.folder.mkdir(parents=True, exist_ok=True)
-    paths.record.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
+    private_folder(paths.folder)
+    write_private_text(paths.record, json.dumps(record, indent=1) + "\n")
     return record
 
 
@@ -221,9 +222,11 @@ def finish_shard(paths: ShardPaths, record: dict, book: Gradebook, cpu_s: float 
         "wall_s": round(book.wall_s, 1),
         "cpu_s": None if cpu_s is None else round(cpu_s, 1),
         "sandbox": book.sandbox,
+        "course_version": book.course_version,
+        "graded_on": book.graded_on,
         "rows": [dataclasses.asdict(r) for r in book.rows],
     }
-    paths.record.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
+    write_private_text(paths.record, json.dumps(record, indent=1) + "\n")
 
 
 # ---------------------------------------------------------------------------------------------------------- merge
@@ -328,8 +331,9 @@ def merge_shards(folders: Sequence[Path]) -> tuple[Gradebook, list[Row]]:
     )
     first = next(iter(records.values()))
     book = Gradebook(
-        rows, first["check_columns"], first["seed"], max(r["wall_s"] for r in records.values()), first["sandbox"]
-    )
+        rows, first["check_columns"], first["seed"], max(r["wall_s"] for r in records.values()), first["sandbox"],
+        first.get("course_version", ""), max(r.get("graded_on", "") for r in records.values()),
+    )  # fmt: skip
     return book, journal
 
 
@@ -342,7 +346,7 @@ def write_merged(book: Gradebook, journal: Sequence[Row], out: Path, feedback: P
     """Write ``out`` (the gradebook CSV), ``out.journal.jsonl`` (the seed, then the journal rows: ``gradacc grade
     --resume`` with the same ``--out`` continues from it) and, with ``feedback``, one Markdown file per student."""
     book.write_csv(Path(out))
-    with open(str(out) + ".journal.jsonl", "w", encoding="utf-8") as f:
+    with open_private(str(out) + ".journal.jsonl") as f:
         f.write(json.dumps({"seed": book.seed}) + "\n")
         for row in journal:
             f.write(json.dumps(dataclasses.asdict(row)) + "\n")
@@ -395,7 +399,7 @@ def _cmd_count(args: argparse.Namespace) -> int:
     from .discover import discover
 
     try:
-        students = {f.student for f in discover(Path(args.submissions), [])}
+        students = {f.student for f in discover(Path(args.submissions), []) if f.student}
         sizes = shard_sizes(list(students), args.count)
     except (GradingError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -424,5 +428,5 @@ def _cmd_merge(args: argparse.Namespace) -> int:
         f"{book.seed}; the longest shard took {book.wall_s:.1f} s"
     )
     if args.feedback:
-        print(f"wrote feedback for {len({r.student for r in book.rows})} students to {args.feedback}")
+        print(f"wrote feedback for {len({r.student for r in book.rows if r.student})} students to {args.feedback}")
     return 3 if counts.get("ungraded") else 1 if counts.get("grader-error") else 0
