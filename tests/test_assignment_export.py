@@ -37,8 +37,8 @@ def test_next_names_a_clean_path_and_the_environments_tool(tmp_path, capsys):
     args += ["--reference", str(ROOT / "solutions"), "--out", f"{tmp_path}/otter/"]
     assert main(args) == 0
     out = capsys.readouterr().out
-    tools = Path(sys.executable).parent
-    assert f"next: cd {tmp_path}/otter/01_theory && {tools}/otter assign 01_theory.ipynb dist\n" in out
+    activate = Path(sys.executable).parent / "activate"  # nbgrader runs alembic by name: the .venv's bin/ on PATH
+    assert f"next: source {activate} && cd {tmp_path}/otter/01_theory && otter assign 01_theory.ipynb dist\n" in out
     assert "//" not in out
 
 

@@ -2,9 +2,10 @@
 
 In it: the exercises of both editions (``exercises/``, ``pt-BR/exercises/``), the lessons (``--no-lessons`` leaves them
 out), the package (``src/gradacc``, which the check cells import), ``pyproject.toml``, ``requirements.txt``,
-``environment.yml``, both READMEs and the learner's pages of ``docs/``. Never in it: ``solutions/`` and
-``pt-BR/solutions/`` (the answers), ``hidden/`` (the hidden checks), ``tests/`` (the wrong-answer corpus among them),
-the instructor's and maintainer's guides, ``locale/`` and the build files.
+``environment.yml``, the ``Makefile`` (``make lab``, with ``binder/overrides.json``, JupyterLab's settings), both
+READMEs and the learner's pages of ``docs/``. Never in it: ``solutions/`` and ``pt-BR/solutions/`` (the answers),
+``hidden/`` (the hidden checks), ``tests/`` (the wrong-answer corpus among them), the instructor's and maintainer's
+guides and ``locale/``.
 
 After copying, every file is read back: the release is refused (and removed) when a notebook or page holds a
 ``### BEGIN SOLUTION`` marker, or any file holds a line of an answer (a line between the markers of a solution that
@@ -30,6 +31,8 @@ RELEASED = (
     "pyproject.toml",
     "requirements.txt",
     "environment.yml",
+    "Makefile",
+    "binder/overrides.json",
     "exercises/*.ipynb",
     "pt-BR/exercises/*.ipynb",
     "docs/index.md",
@@ -163,5 +166,5 @@ def _cmd_release(args) -> int:
         f"wrote {len(written)} files to {args.out}: exercises (en, pt-BR), "
         f"{'lessons, ' if not args.no_lessons else ''}the package; no solutions, no hidden checks (checked)"
     )
-    print(f"next: publish {args.out} to the class (a repository, a zip); students run `pip install -e .` in it")
+    print(f"next: publish {args.out} to the class (a repository of your own, a zip); students run `make lab` in it")
     return 0

@@ -404,11 +404,12 @@ def _cmd_export(args: argparse.Namespace) -> int:
     out = Path(args.out)  # a Path: no "//" from an --out that ends with "/"
     print(f"wrote {len(written)} {args.format} notebooks into {out}")
     name = written[0].stem if len(written) == 1 else "NN_topic"
-    tools = Path(sys.executable).parent  # nbgrader and otter of this environment (the course's .venv)
+    # nbgrader and otter of this environment (the course's .venv), which must be on PATH: nbgrader runs alembic by name
+    activate = f"source {Path(sys.executable).parent / 'activate'}"
     if args.format == "nbgrader":
-        print(f"next: cd {out} && {tools / 'nbgrader'} generate_assignment {name}")
+        print(f"next: {activate} && cd {out} && nbgrader generate_assignment {name}")
     else:
-        print(f"next: cd {out / name} && {tools / 'otter'} assign {name}.ipynb dist")
+        print(f"next: {activate} && cd {out / name} && otter assign {name}.ipynb dist")
     return 0
 
 
