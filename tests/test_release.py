@@ -47,7 +47,14 @@ def test_the_release_holds_the_exercises_of_both_editions_and_the_package(releas
     exercises |= {p.relative_to(ROOT).as_posix() for p in ROOT.glob("pt-BR/exercises/*.ipynb")}
     assert len(exercises) == 22 and exercises <= names
     assert {p.relative_to(ROOT).as_posix() for p in ROOT.glob("lessons/*.ipynb")} <= names
-    assert {"README.md", "README.pt-BR.md", "requirements.txt", "pyproject.toml", "Makefile", "src/gradacc/__init__.py"} <= names
+    assert {
+        "README.md",
+        "README.pt-BR.md",
+        "requirements.txt",
+        "pyproject.toml",
+        "Makefile",
+        "src/gradacc/__init__.py",
+    } <= names
     for name in exercises:  # copied as they are
         assert (release / name).read_bytes() == (ROOT / name).read_bytes()
 
