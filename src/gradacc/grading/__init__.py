@@ -26,7 +26,8 @@ Modules: ``discover`` (references, hidden checks, submissions), ``merge`` (answe
 separate nbval process, with ``plugin`` inside it), ``sandbox`` (where that process runs), ``score`` (checks,
 ``grade``), ``bench`` (``gradacc grade-bench``), ``gradebook`` (rows, CSV, feedback), ``cli`` (``gradacc grade``),
 ``shards`` (``gradacc grade --shard K/N`` and ``gradacc grade-merge``: a class graded as a job array), ``progress``
-(``gradacc progress``: a learner's own progress, judged as the grader judges);
+(``gradacc progress``: a learner's own progress, judged as the grader judges), ``similarity`` (``gradacc similarity``:
+the copying report, pairs of similar answers, never a score change);
 for the autograders classrooms already run: ``autograders`` (``gradacc export-assignments``: nbgrader and
 Otter-Grader assignments), ``hiddentest`` (the hidden test those run in the student's kernel) and ``external``
 (nbgrader's own commands on a class: ``gradacc grade-bench --nbgrader``).
