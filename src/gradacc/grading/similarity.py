@@ -227,8 +227,12 @@ def _cmd_similarity(args) -> int:
     except (GradingError, ValueError, OSError) as error:
         print(f"gradacc similarity: {error}", file=sys.stderr)
         return 2
-    print(f"wrote {csv_path} and {md_path}: {len(pairs)} pairs at or above {args.threshold}")
-    for p in pairs[:10]:
+    between = [p for p in pairs if SOLUTION not in (p.first, p.second)]
+    print(
+        f"wrote {csv_path} and {md_path}: {len(pairs)} pairs at or above {args.threshold}, {len(between)} of them "
+        f"between students, {len(pairs) - len(between)} with the {SOLUTION}"
+    )
+    for p in between[:10]:  # the pairs between students first: the ones to read
         print(f"  {p.exercise}: {p.first} ~ {p.second} ({p.similarity:.2f})")
     if flagged is not None:
         print(f"wrote the {COLUMN} column of {args.gradebook}: {flagged} rows flagged (no score changed)")
