@@ -405,11 +405,12 @@ def _cmd_export(args: argparse.Namespace) -> int:
     print(f"wrote {len(written)} {args.format} notebooks into {out}")
     name = written[0].stem if len(written) == 1 else "NN_topic"
     # nbgrader and otter of this environment (the course's .venv), which must be on PATH: nbgrader runs alembic by name
-    activate = f"source {Path(sys.executable).parent / 'activate'}"
+    script = Path(sys.executable).parent / "activate"
+    activate = f"source {script} && " if script.is_file() else ""  # none: gradacc runs outside a virtual environment
     if args.format == "nbgrader":
-        print(f"next: {activate} && cd {out} && nbgrader generate_assignment {name}")
+        print(f"next: {activate}cd {out} && nbgrader generate_assignment {name}")
     else:
-        print(f"next: {activate} && cd {out / name} && otter assign {name}.ipynb dist")
+        print(f"next: {activate}cd {out / name} && otter assign {name}.ipynb dist")
     return 0
 
 

@@ -95,12 +95,10 @@ def compare(submissions: Path, reference: Path, *, threshold: float = THRESHOLD)
     for exercise, answers in sorted(class_answers(submissions, refs).items()):
         ref = refs[exercise]
         stubs = _fingerprint("stub.py", "\n\n".join(ref.stubs.values()))
-        documents = {s: _fingerprint(f"{s}.py", code, stubs.hashes) for s, code in sorted(answers.items())}
-        documents[SOLUTION] = _fingerprint("solution.py", _solution_answer(ref), stubs.hashes)
-        names = list(documents)
-        for i, first in enumerate(names):
-            for second in names[i + 1 :]:
-                a, b = documents[first], documents[second]
+        documents = [(s, _fingerprint(f"{s}.py", code, stubs.hashes)) for s, code in sorted(answers.items())]
+        solution = (SOLUTION, _fingerprint("solution.py", _solution_answer(ref), stubs.hashes))
+        for i, (first, a) in enumerate(documents):
+            for second, b in [*documents[i + 1 :], solution]:  # every later student, then the published solution
                 shared, (sim_a, sim_b), _ = compare_files(a, b)
                 similarity = float(max(sim_a, sim_b))
                 if shared and similarity >= threshold:
@@ -121,7 +119,7 @@ def write_report(pairs: list[Pair], out: Path, threshold: float = THRESHOLD) -> 
     """Write ``out`` (CSV: one row per pair) and ``out`` with ``.md`` (a table to read), both readable by their
     owner only; return both paths."""
     out = Path(out)
-    md = out.with_suffix(".md")
+    md = out.with_suffix(".md") if out.suffix != ".md" else out.with_name(out.name + ".md")
     with _private_open(out) as f:
         writer = csv.writer(f)
         writer.writerow(["exercise", "first", "second", "similarity", "shared_chars", "first_chars", "second_chars"])
