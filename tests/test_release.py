@@ -105,6 +105,11 @@ def test_a_leaking_release_is_refused_and_removed(tmp_path, capsys):
     assert not out.exists()
     with pytest.raises(ValueError, match="not empty"):
         build_release(ROOT, tmp_path)
+    # a dot file beside the exercises (a filled-in copy that a test leaves while it runs) is never taken
+    (course / "exercises" / ".filled-01_theory.ipynb").write_text("{}")
+    (course / "hidden" / "01_theory.py").write_text("")
+    assert main(["release", str(out), "--root", str(course)]) == 0
+    assert sorted(p.name for p in (out / "exercises").iterdir()) == ["01_theory.ipynb"]
 
 
 def test_the_release_installs_and_its_checks_run(release, tmp_path):

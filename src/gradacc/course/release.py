@@ -127,7 +127,8 @@ def build_release(root: Path, out: Path, *, lessons: bool = True) -> list[Path]:
     if out == root or root in out.parents and out.relative_to(root).parts[0] in ("solutions", "hidden", "exercises"):
         raise ValueError(f"{out}: write the release outside the course's own folders")
     patterns = RELEASED + (LESSONS if lessons else ())
-    sources = [p for pattern in patterns for p in sorted(root.glob(pattern))]
+    # never a dot file: tests/test_notebooks.py leaves exercises/.filled-NN_topic.ipynb (the answers filled in) while it runs
+    sources = [p for pattern in patterns for p in sorted(root.glob(pattern)) if not p.name.startswith(".")]
     sources += _files(root / PACKAGE)
     written = []
     for source in sources:
