@@ -47,7 +47,7 @@ from throwaway import tools_venv
 
 from gradacc.cli import main
 from gradacc.grading import Settings, grade, load_references
-from gradacc.grading.autograders import export_assignments, otter_question
+from gradacc.grading.autograders import NOT_FOR_GRADING, _pinned_name, export_assignments, otter_question
 from gradacc.grading.external import nbgrader_autograde, nbgrader_release
 from gradacc.grading.hiddentest import HiddenCheckFailed, hidden_check
 
@@ -497,17 +497,18 @@ def test_the_hidden_test_passes_the_reference_and_rejects_a_mistake_on_a_fresh_s
 
 
 def test_the_export_command_and_its_errors(tmp_path, capsys):
-    assert (
-        main(["export-assignments", "--format", "otter", "--out", str(tmp_path / "o"), "--exercise", "01_theory"]) == 0
-    )
+    head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+    otter = ["export-assignments", "--format", "otter", "--out", str(tmp_path / "o"), "--course-ref", head]
+    assert main([*otter, "--exercise", "01_theory"]) == 0
     assert "wrote 1 otter notebooks" in capsys.readouterr().out
     requirements = (tmp_path / "o" / "01_theory" / "requirements.txt").read_text()
     pins = [line for line in (ROOT / "requirements.txt").read_text().splitlines() if "==" in line]
     torch = next(p for p in pins if p.startswith("torch=="))
-    assert f"{torch}+cpu\n" in requirements and all(p in requirements for p in pins if p != torch)
-    assert requirements.rstrip().endswith("archive/main.zip")
+    kept = [p for p in pins if p != torch and _pinned_name(p) not in NOT_FOR_GRADING]
+    assert f"{torch}+cpu\n" in requirements and all(p in requirements for p in kept)
+    assert requirements.rstrip().endswith(f"archive/{head}.zip")
     assert main(["export-assignments", "--format", "nbgrader", "--out", str(tmp_path / "n"), "--exercise", "99_x"]) == 2
     assert "no reference for ['99_x']" in capsys.readouterr().err
     missing = ["--requirements", str(tmp_path / "none.txt")]
-    assert main(["export-assignments", "--format", "otter", "--out", str(tmp_path / "o"), *missing]) == 2
+    assert main([*otter, *missing]) == 2
     assert "none.txt does not exist" in capsys.readouterr().err

@@ -474,3 +474,32 @@ def test_gradacc_command_imports_only_the_module_of_its_sub_command():
     assert sorted(build_parser()._subparsers._group_actions[0].choices) == sorted(
         c for commands in SUBCOMMANDS.values() for c in commands
     )
+
+
+def test_the_guides_one_node_slurm_conf_is_the_tested_clusters():
+    """cluster.md's one-node slurm.conf sets what tests/slurm_cluster.py's cluster sets (paths, ports and timings of
+    the test aside), and its node holds what grade-shard.sbatch asks for (2 CPUs of 1500 MiB)."""
+    guide = (ROOT / "docs" / "instructors" / "cluster.md").read_text()
+    conf = re.search(r"<<CONF\n(.*?)\nCONF\n", guide, re.S).group(1)
+    ours = dict(line.split("=", 1) for line in conf.splitlines() if not line.startswith(("NodeName", "Partition")))
+    source = (ROOT / "tests" / "slurm_cluster.py").read_text()
+    tested = dict(re.findall(r'^\s+f?"([A-Za-z]+)=([^"{]*)', source, re.M))
+    local = {
+        "ClusterName",
+        "SlurmctldPort",
+        "SlurmdPort",
+        "AuthInfo",
+        "KillWait",
+        "MinJobAge",
+        "NodeName",
+        "PartitionName",
+    }
+    paths = {k for k in tested if k.endswith(("Location", "Dir", "File"))}
+    assert {k: v for k, v in ours.items() if k not in paths} == {
+        k: v for k, v in tested.items() if k not in local | paths | {"SlurmctldHost"}
+    } | {"ClusterName": "one", "SlurmctldHost": "$host"}
+    assert set(ours) >= paths
+    node = re.search(r"^NodeName=\$host CPUs=(\d+) RealMemory=(\d+) ", conf, re.M)
+    sbatch = re.search(r"#SBATCH --cpus-per-task=(\d+)\n#SBATCH --mem-per-cpu=(\d+)M", guide)
+    cpus, mib = int(sbatch.group(1)), int(sbatch.group(2))
+    assert int(node.group(1)) >= cpus and int(node.group(2)) >= cpus * mib == 3000

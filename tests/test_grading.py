@@ -12,6 +12,7 @@ import contextlib
 import copy
 import csv
 import dataclasses
+import io
 import json
 import os
 import re
@@ -286,7 +287,37 @@ def build_corpus(root: Path) -> tuple[Path, Path, Path]:
     # An answer cell that does not even compile: its own error first, not the check's NameError (issue 60).
     indented = "def weighted_mean(values, weights):\nreturn 0.0\n"
     _write(_answered(ex1, {**right, "ex-1-1-solution": indented}), subs / "indent" / n)
+    _add_a_copier(ex1, subs / "grace" / n, subs / "heidi" / n, subs / "ivan" / n)
     return solutions, hidden, subs
+
+
+# Two honest answers, each written its own way (neither is the published solution), and a copy of the first with its
+# names changed and a comment added: gradacc similarity must name grace and heidi, and neither grace nor ivan alone.
+GRACE = {
+    "ex-1-1-solution": "def weighted_mean(values, weights):\n    total = 0.0\n    weight_sum = 0.0\n"
+    "    for value, weight in zip(values, weights):\n        total += value * weight\n        weight_sum += weight\n"
+    "    return total / weight_sum\n",
+    "ex-1-2-solution": "def accumulated_mean(chunks):\n    flat = []\n    for chunk in chunks:\n"
+    "        flat.extend(chunk)\n    return sum(flat) / len(flat)\n",
+}
+HEIDI = {
+    "ex-1-1-solution": "def weighted_mean(values, weights):\n    # my own work\n    acc = 0.0\n    norm = 0.0\n"
+    "    for x, w in zip(values, weights):\n        acc += x * w\n        norm += w\n    return acc / norm\n",
+    "ex-1-2-solution": "def accumulated_mean(chunks):\n    items = []\n    for c in chunks:\n        items.extend(c)\n"
+    "    return sum(items) / len(items)\n",
+}
+IVAN = {
+    "ex-1-1-solution": "import math\n\n\ndef weighted_mean(values, weights):\n"
+    "    numerator = math.fsum(map(lambda pair: pair[0] * pair[1], zip(values, weights)))\n"
+    "    return numerator / math.fsum(weights)\n",
+    "ex-1-2-solution": "def accumulated_mean(chunks):\n    count, total = 0, 0.0\n    for chunk in chunks:\n"
+    "        count = count + len(chunk)\n        total = total + math.fsum(chunk)\n    return total / count\n",
+}
+
+
+def _add_a_copier(exercise, grace: Path, heidi: Path, ivan: Path) -> None:
+    for answers, path in ((GRACE, grace), (HEIDI, heidi), (IVAN, ivan)):
+        _write(_answered(exercise, answers), path)
 
 
 @pytest.fixture(scope="module")
@@ -621,6 +652,43 @@ def test_cli_exit_codes(corpus, tmp_path, monkeypatch, capsys):
         rows = {r["student"]: r for r in csv.DictReader(f)}
     assert rows["yan"]["status"] == "grader-error" and "simulated grader bug" in rows["yan"]["message"]
     assert rows["zoe"]["status"] == "invalid-notebook"
+
+
+@pytest.mark.notebook
+def test_the_copying_report_names_the_copier_and_changes_no_score(book, corpus, tmp_path, capsys):
+    solutions, _, subs = corpus
+    gradebook = tmp_path / "gradebook.csv"
+    book.write_csv(gradebook)
+    os.chmod(gradebook, 0o600)
+    before = gradebook.read_text()
+    report = tmp_path / "similarity.csv"
+    args = [str(subs), "--reference", str(solutions), "--gradebook", str(gradebook), "--out", str(report)]
+    assert main(["similarity", *args]) == 0
+    out = capsys.readouterr().out
+    assert "pairs at or above 0.8" in out and " of them between students, " in out
+    with report.open() as f:
+        pairs = {(r["exercise"], r["first"], r["second"]): float(r["similarity"]) for r in csv.DictReader(f)}
+    assert pairs[("01_small", "grace", "heidi")] == 1.0  # names and a comment changed: the same code
+    assert pairs[("01_small", "alice", "published solution")] == 1.0  # the published solution handed in
+    # the honest answers, each written its own way, are in no other pair
+    assert [p for p in pairs if {"grace", "heidi", "ivan"} & set(p[1:]) and p[1:] != ("grace", "heidi")] == []
+    assert "| 01_small | `grace` | `heidi` | 1.00 |" in report.with_suffix(".md").read_text()
+    assert {oct(p.stat().st_mode & 0o777) for p in (report, report.with_suffix(".md"), gradebook)} == {"0o600"}
+    # the gradebook gains one column and nothing else changes: points, statuses, checks, every other cell
+    with gradebook.open() as f:
+        after = list(csv.DictReader(f))
+    with io.StringIO(before) as f:
+        original = list(csv.DictReader(f))
+    assert [{k: v for k, v in r.items() if k != "similar_to"} for r in after] == original
+    flags = {(r["student"], r["exercise"]): r["similar_to"] for r in after}
+    assert flags[("grace", "01_small")] == "heidi (1.00)" and flags[("heidi", "01_small")] == "grace (1.00)"
+    assert flags[("ivan", "01_small")] == "" and flags[("bob", "01_small")] == ""  # an unanswered exercise is no copy
+    assert "published solution (1.00)" in flags[("alice", "01_small")]
+    assert [(_row(book, s).status, _row(book, s).points) for s in ("grace", "heidi", "ivan")] == [("graded", 5)] * 3
+    # run again: the column is replaced, not added twice
+    assert main(["similarity", *args]) == 0
+    with gradebook.open() as f:
+        assert next(csv.reader(f)).count("similar_to") == 1
 
 
 # ------------------------------------------------------------------------------------------ units (no notebook runs)

@@ -14,6 +14,7 @@ SUBCOMMANDS: dict[str, tuple[str, ...]] = {
     "gradacc.course.cli": ("exercises", "execute"),
     "gradacc.course.badges": ("badges",),
     "gradacc.course.site": ("site",),
+    "gradacc.course.release": ("release",),
     "gradacc.course.translation.cli": ("translate",),
     "gradacc.grading.cli": ("grade", "grade-bench"),
     "gradacc.grading.export": ("export",),
@@ -21,6 +22,7 @@ SUBCOMMANDS: dict[str, tuple[str, ...]] = {
     "gradacc.grading.classroom": ("classroom",),
     "gradacc.grading.shards": ("grade-merge", "grade-shards"),
     "gradacc.grading.progress": ("progress",),
+    "gradacc.grading.similarity": ("similarity",),
     "gradacc.memory.bench": ("bench",),
 }
 

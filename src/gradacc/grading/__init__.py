@@ -28,7 +28,8 @@ separate nbval process, with ``plugin`` inside it), ``sandbox`` (where that proc
 writes for the instructor: private ``0600`` files and formula-safe CSV, one writer for every CSV file), ``cli``
 (``gradacc grade``),
 ``shards`` (``gradacc grade --shard K/N`` and ``gradacc grade-merge``: a class graded as a job array), ``progress``
-(``gradacc progress``: a learner's own progress, judged as the grader judges);
+(``gradacc progress``: a learner's own progress, judged as the grader judges), ``similarity`` (``gradacc similarity``:
+the copying report, pairs of similar answers, never a score change);
 for the autograders classrooms already run: ``autograders`` (``gradacc export-assignments``: nbgrader and
 Otter-Grader assignments), ``hiddentest`` (the hidden test those run in the student's kernel) and ``external``
 (nbgrader's own commands on a class: ``gradacc grade-bench --nbgrader``).

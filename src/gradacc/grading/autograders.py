@@ -38,6 +38,24 @@ __all__ = ["FORMATS", "export_assignments", "hidden_test_source", "otter_questio
 
 FORMATS = ("nbgrader", "otter")
 CPU_TORCH_INDEX = "https://download.pytorch.org/whl/cpu"
+NOT_FOR_GRADING = (
+    "jupyterlab",
+    "jupyterlab-language-pack-pt-br",
+    "ruff",
+    "pytest-xdist",
+    "pytest-timeout",
+    "pyyaml",
+    "kubernetes-validate",
+    "playwright",
+    "jupyter-book",
+    "copydetect",
+    "polib",
+    "babel",
+    "markdown-it-py",
+)
+"""Pins of requirements.txt that Otter's grading image leaves out: the tools of learners (JupyterLab), maintainers
+(lint, tests, site, translations) and instructors (the copying report, the cluster manifests), not of a graded
+notebook. Otter's image brings its own kernel (its default requirements: ``overwrite_requirements`` is false)."""
 _MARKER = re.compile(r"^\s*### (BEGIN|END) SOLUTION\s*$")
 
 
@@ -261,19 +279,54 @@ def otter_requirements(course_requirements: Path, repository: str, ref: str) -> 
     if not Path(course_requirements).is_file():
         raise GradingError(f"{course_requirements} does not exist: pass the course's requirements.txt (--requirements)")
     pins = [line.strip() for line in Path(course_requirements).read_text(encoding="utf-8").splitlines()]
-    pins = [line for line in pins if line and not line.startswith("#")]
+    pins = [line for line in pins if line and not line.startswith("#") and _pinned_name(line) not in NOT_FOR_GRADING]
     torch = [line for line in pins if re.match(r"torch\s*==", line)]
     if not torch:
         raise GradingError(f"{course_requirements} pins no torch (torch==X.Y.Z): the grading image needs one")
     version = torch[0].split("==", 1)[1].split("+")[0].strip()
     lines = [
-        "# Otter's grading image (Gradescope): the course's pinned requirements, torch's CPU build, and the course.",
+        "# Otter's grading image (Gradescope): the course's pinned requirements that a graded notebook needs, torch's",
+        "# CPU build, and the course.",
         f"--extra-index-url {CPU_TORCH_INDEX}",
         f"torch=={version}+cpu",
         *[line for line in pins if line not in torch],
         f"gradacc[libs] @ {repository.rstrip('/')}/archive/{ref}.zip",
     ]
     return "\n".join(lines) + "\n"
+
+
+def _pinned_name(line: str) -> str:
+    """``"Jupyter_Book==1.0"`` -> ``"jupyter-book"`` (PEP 503's normalised name)."""
+    return re.sub(r"[-_.]+", "-", re.split(r"[\s=<>!~;\[@]", line, maxsplit=1)[0]).lower()
+
+
+def check_course_ref(reference: Path, ref: str) -> str:
+    """Where the Otter image will install the course from must exist: ``ref`` must name a commit of the git clone that
+    holds ``reference``. Returns ``""`` when it does, else a warning when it cannot be checked (no git, no clone).
+
+    Raises:
+        GradingError: the clone has no tag, branch or commit ``ref``.
+    """
+    import shutil
+    import subprocess
+
+    folder = Path(reference).resolve()
+    folder = folder if folder.is_dir() else folder.parent
+    git = shutil.which("git")
+    if git is None:
+        return f"--course-ref {ref} not checked: git is not installed"
+    inside = subprocess.run([git, "-C", str(folder), "rev-parse", "--is-inside-work-tree"], capture_output=True)
+    if inside.returncode != 0:
+        return f"--course-ref {ref} not checked: {folder} is not in a git clone"
+    for name in (ref, f"origin/{ref}"):
+        found = subprocess.run([git, "-C", str(folder), "rev-parse", "--verify", "--quiet", f"{name}^{{commit}}"])
+        if found.returncode == 0:
+            return ""
+    raise GradingError(
+        f"--course-ref {ref}: the course's clone ({folder}) has no tag, branch or commit {ref!r} (git tag lists the "
+        f"tags). The grading image installs the course from the repository's archive of {ref}: tag the commit you "
+        f"hand out and push the tag (git tag {ref} && git push origin {ref}), or pass an existing one (a commit hash)"
+    )
 
 
 # ------------------------------------------------------------------------------------------------------------ export
@@ -332,6 +385,9 @@ def export_assignments(
 # --------------------------------------------------------------------------------------------------------------- CLI
 def _cmd_export(args: argparse.Namespace) -> int:
     try:
+        warning = check_course_ref(Path(args.reference), args.course_ref) if args.format == "otter" else ""
+        if warning:
+            print(f"warning: {warning}", file=sys.stderr)
         written = export_assignments(
             Path(args.reference),
             Path(args.out),
@@ -345,11 +401,16 @@ def _cmd_export(args: argparse.Namespace) -> int:
     except (GradingError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    print(f"wrote {len(written)} {args.format} notebooks into {args.out}")
+    out = Path(args.out)  # a Path: no "//" from an --out that ends with "/"
+    print(f"wrote {len(written)} {args.format} notebooks into {out}")
+    name = written[0].stem if len(written) == 1 else "NN_topic"
+    # nbgrader and otter of this environment (the course's .venv), which must be on PATH: nbgrader runs alembic by name
+    script = Path(sys.executable).parent / "activate"
+    activate = f"source {script} && " if script.is_file() else ""  # none: gradacc runs outside a virtual environment
     if args.format == "nbgrader":
-        print(f"next: cd {args.out} && nbgrader generate_assignment NN_topic")
+        print(f"next: {activate}cd {out} && nbgrader generate_assignment {name}")
     else:
-        print(f"next: cd {args.out}/NN_topic && otter assign NN_topic.ipynb dist")
+        print(f"next: {activate}cd {out / name} && otter assign {name}.ipynb dist")
     return 0
 
 

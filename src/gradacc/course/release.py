@@ -1,0 +1,171 @@
+"""The student release: ``gradacc release OUT`` copies what a class is handed, and nothing of the answers.
+
+In it: the exercises of both editions (``exercises/``, ``pt-BR/exercises/``), the lessons (``--no-lessons`` leaves them
+out), the package (``src/gradacc``, which the check cells import), ``pyproject.toml``, ``requirements.txt``,
+``environment.yml``, the ``Makefile`` (``make lab``, with ``binder/overrides.json``, JupyterLab's settings), both
+READMEs and the learner's pages of ``docs/``. Never in it: ``solutions/`` and ``pt-BR/solutions/`` (the answers),
+``hidden/`` (the hidden checks), ``tests/`` (the wrong-answer corpus among them), the instructor's and maintainer's
+guides and ``locale/``.
+
+After copying, every file is read back: the release is refused (and removed) when a notebook or page holds a
+``### BEGIN SOLUTION`` marker, or any file holds a line of an answer (a line between the markers of a solution that
+its exercise does not hold) or of a hidden check (``leaks``).
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import sys
+from pathlib import Path
+
+import nbformat
+
+from .notebooks import BEGIN, END
+
+__all__ = ["RELEASED", "LESSONS", "answer_lines", "hidden_lines", "leaks", "build_release"]
+
+RELEASED = (
+    "README.md",
+    "README.pt-BR.md",
+    "pyproject.toml",
+    "requirements.txt",
+    "environment.yml",
+    "Makefile",
+    "binder/overrides.json",
+    "exercises/*.ipynb",
+    "pt-BR/exercises/*.ipynb",
+    "docs/index.md",
+    "docs/troubleshooting.md",
+    "pt-BR/docs/index.md",
+    "pt-BR/docs/troubleshooting.md",
+)
+"""The course's files in a release (globs from the course root), besides the package and the lessons."""
+LESSONS = ("lessons/*.ipynb", "pt-BR/lessons/*.ipynb")
+PACKAGE = "src/gradacc"
+_SKIPPED = ("__pycache__", ".pyc", ".egg-info", ".ipynb_checkpoints")
+MIN_LINE = 24
+"""An answer or hidden-check line shorter than this many characters (stripped) is too common to be evidence."""
+
+
+def _answer_region(source: str) -> list[str]:
+    lines, inside = [], False
+    for line in source.splitlines():
+        if line.strip().startswith(END):
+            inside = False
+        elif line.strip().startswith(BEGIN):
+            inside = True
+        elif inside:
+            lines.append(line.strip())
+    return lines
+
+
+def answer_lines(root: Path) -> set[str]:
+    """The lines of every answer (between the markers of ``solutions/`` and ``pt-BR/solutions/``), stripped, at
+    least ``MIN_LINE`` characters long and not in the matching exercise (the exercise's own code is public)."""
+    found: set[str] = set()
+    for solution in sorted(root.glob("solutions/*.ipynb")) + sorted(root.glob("pt-BR/solutions/*.ipynb")):
+        exercise = solution.parents[1] / "exercises" / solution.name
+        public = exercise.read_text(encoding="utf-8") if exercise.exists() else ""
+        for cell in nbformat.read(solution, as_version=4).cells:
+            if cell.cell_type == "code":
+                found |= {line for line in _answer_region(cell.source) if len(line) >= MIN_LINE}
+        found = {line for line in found if line not in public}
+    return found
+
+
+def hidden_lines(root: Path) -> set[str]:
+    """The lines of ``hidden/*.py`` that draw a hidden check's inputs (they use ``rng`` or ``GRADACC_SEED``),
+    stripped, at least ``MIN_LINE`` long: the code that makes a hidden check other than the visible one."""
+    found: set[str] = set()
+    for path in sorted(root.glob("hidden/*.py")):
+        for line in path.read_text(encoding="utf-8").splitlines():
+            line = line.strip()
+            if len(line) >= MIN_LINE and not line.startswith("#") and re.search(r"\brng\b|GRADACC_SEED", line):
+                found.add(line)
+    return found
+
+
+def _files(folder: Path) -> list[Path]:
+    return sorted(p for p in folder.rglob("*") if p.is_file() and not any(s in str(p) for s in _SKIPPED))
+
+
+def leaks(release: Path, root: Path) -> list[str]:
+    """What in ``release`` gives an answer away: ``"PATH: why"`` for a file in a solutions, hidden or tests folder, a
+    solution marker in a notebook or page, a line of a hidden check's draws (``hidden_lines``) in any file, or an
+    answer line (``answer_lines``) in a file other than a lesson or the package's code (which teach and check the
+    same code by design: docs/instructors/hand-out.md)."""
+    release, root = Path(release), Path(root)
+    answers, hidden = answer_lines(root), hidden_lines(root)
+    found = []
+    for path in _files(release):
+        parts = path.relative_to(release).parts
+        name = "/".join(parts)
+        if {"solutions", "hidden", "tests"} & set(parts[:-1]):
+            found.append(f"{name}: in a folder of answers, hidden checks or tests")
+        text = path.read_text(encoding="utf-8", errors="replace")
+        if path.suffix in (".ipynb", ".md") and ("BEGIN SOLUTION" in text or "BEGIN HIDDEN TESTS" in text):
+            found.append(f"{name}: holds a solution marker")
+        found += [f"{name}: holds a hidden check's line {line!r}" for line in sorted(hidden) if line in text]
+        if "lessons" not in parts and parts[0] != "src":
+            found += [f"{name}: holds an answer line {line!r}" for line in sorted(answers) if line in text]
+    return found
+
+
+def build_release(root: Path, out: Path, *, lessons: bool = True) -> list[Path]:
+    """Copy the release of the course at ``root`` into ``out`` (which must not exist or be empty); return the files.
+
+    Raises:
+        ValueError: ``out`` is not empty, lies inside the course's answer folders, ``root`` is no course (no
+            ``exercises/`` or ``src/gradacc``), or the copy leaks an answer (``leaks``; ``out`` is then removed).
+    """
+    root, out = Path(root).resolve(), Path(out).resolve()
+    if not (root / "exercises").is_dir() or not (root / PACKAGE).is_dir():
+        raise ValueError(f"{root} is not the course (no exercises/ or {PACKAGE}/): run this in the course's clone")
+    if out.exists() and any(out.iterdir()):
+        raise ValueError(f"{out} is not empty: give a new folder")
+    if out == root or root in out.parents and out.relative_to(root).parts[0] in ("solutions", "hidden", "exercises"):
+        raise ValueError(f"{out}: write the release outside the course's own folders")
+    patterns = RELEASED + (LESSONS if lessons else ())
+    # never a dot file: tests/test_notebooks.py leaves exercises/.filled-NN_topic.ipynb (the answers filled in) while it runs
+    sources = [p for pattern in patterns for p in sorted(root.glob(pattern)) if not p.name.startswith(".")]
+    sources += _files(root / PACKAGE)
+    written = []
+    for source in sources:
+        target = out / source.relative_to(root)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(source, target)
+        written.append(target)
+    problems = leaks(out, root)
+    if problems:
+        shutil.rmtree(out)
+        raise ValueError("the release would give answers away, so it was not written:\n  " + "\n  ".join(problems))
+    return written
+
+
+def add_cli(subparsers) -> None:
+    p = subparsers.add_parser(
+        "release",
+        help="write the student release (exercises, lessons, the package; no solutions, no hidden checks) into OUT",
+        description="Copy what students get into OUT: the exercises of both editions, the lessons, the package "
+        "gradacc, its requirements and the READMEs. Never solutions/, hidden/ or tests/; every file is checked for "
+        "answer and hidden-check lines before the release is kept.",
+    )
+    p.add_argument("out", help="folder to write (new or empty)")
+    p.add_argument("--root", default=".", help="the course's clone (default: here)")
+    p.add_argument("--no-lessons", action="store_true", help="leave the lessons out")
+    p.set_defaults(func=_cmd_release)
+
+
+def _cmd_release(args) -> int:
+    try:
+        written = build_release(Path(args.root), Path(args.out), lessons=not args.no_lessons)
+    except (OSError, ValueError) as error:
+        print(f"gradacc release: {error}", file=sys.stderr)
+        return 2
+    print(
+        f"wrote {len(written)} files to {args.out}: exercises (en, pt-BR), "
+        f"{'lessons, ' if not args.no_lessons else ''}the package; no solutions, no hidden checks (checked)"
+    )
+    print(f"next: publish {args.out} to the class (a repository of your own, a zip); students run `make lab` in it")
+    return 0
