@@ -22,6 +22,7 @@ Commands (this file imports nothing from gradacc; run it with the course's Pytho
 
     python tests/cited_lines.py                  # list the problems, as the test does
     python tests/cited_lines.py --update-missing # add an entry for every new citation; never changes an entry
+                                                 # (but records the pin of an entry at the installed version)
     python tests/cited_lines.py --remove-stale   # drop the entries of citations no longer in the text
     python tests/cited_lines.py --check-downloads [--cache DIR]   # re-read the other versions' lines from PyPI
 
@@ -185,6 +186,10 @@ def _bare(version: str | None) -> str:
     return (version or "").split("+")[0]  # "2.13.0+cpu" -> "2.13.0"
 
 
+def _pin(dist: str) -> str:
+    return _bare(installed_version(dist))
+
+
 def kind_of(entry: dict) -> str:
     """``installed`` (checked live), ``colab`` (Colab's pin), ``pin moved`` (written at the course's pin, which is no
     longer the installed version) or ``stored`` (another release)."""
@@ -261,7 +266,8 @@ def problems(citations: list[Citation] | None = None, table: dict | None = None)
         if installed_version(e["dist"]) and not e.get("pinned_then"):
             out.append(
                 f'{label}: the entry records no pin: add "pinned_then": "{_bare(installed_version(e["dist"]))}" '
-                "(the course's pinned version when the entry was written; for an entry at that version, its version)"
+                "(the course's pinned version when the entry was written; for an entry at that version, its version: "
+                "--update-missing records it)"
             )
             continue
         kind = kind_of(e)
@@ -458,6 +464,9 @@ def update_missing(cache: Path | None) -> list[dict]:
                     keys.add((c.where, c.cite))
                     added.append(entry)
                 known = entry
+            elif not known.get("pinned_then") and known.get("dist") and _pin(known["dist"]) == known.get("version"):
+                known["pinned_then"] = known["version"]  # an entry at the pin written before pins were recorded
+                added.append(known)
             elif not known.get("text") and known.get("dist") and known.get("version") and known.get("file"):
                 known["text"] = _text_of(known, cache)  # an entry written without its release's source: fill it in
                 if known["text"]:

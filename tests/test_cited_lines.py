@@ -96,6 +96,18 @@ def test_a_pin_bump_fails_naming_every_line_cited_at_the_old_pin(monkeypatch):
     assert len(found) == 1 and "the entry records no pin" in found[0] and f"`{unpinned['cite']}`" in found[0], found
 
 
+def test_update_missing_records_the_pin_of_an_entry_at_the_installed_version(monkeypatch, tmp_path):
+    table = cited_lines.load_table()
+    unpinned = next(e for e in table["entries"] if cited_lines.kind_of(e) == "installed")
+    unpinned.pop("pinned_then")
+    monkeypatch.setattr(cited_lines, "TABLE", tmp_path / "cited_lines.json")
+    cited_lines.save_table(table)
+    (completed,) = cited_lines.update_missing(None)
+    assert cited_lines._key(completed) == cited_lines._key(unpinned), completed
+    assert completed["pinned_then"] == completed["version"], completed
+    assert not cited_lines.problems(table=cited_lines.load_table())
+
+
 def test_a_link_to_a_line_and_a_range_after_a_file_name_are_citations():
     pin = cited_lines._bare(cited_lines.installed_version("transformers"))
     text = (
