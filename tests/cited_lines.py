@@ -34,6 +34,7 @@ sentence claims before committing it. Taught nowhere; maintained with the lesson
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import re
 import subprocess
@@ -324,12 +325,17 @@ def _pin_moved(dist: str, version: str, group: list[dict]) -> str:
     )
 
 
+@functools.lru_cache(maxsize=64)
+def _stripped(path: Path) -> list[str]:
+    return [line.strip() for line in path.read_text(encoding="utf-8", errors="replace").splitlines()]
+
+
 def find_block(root: Path, file: str, text: list[str]) -> list[int]:
     """The first line numbers at which ``file`` holds the stripped lines ``text`` (every place)."""
     path = root / file
     if not path.is_file() or not text:
         return []
-    lines = [line.strip() for line in path.read_text(encoding="utf-8", errors="replace").splitlines()]
+    lines = _stripped(path)
     n = len(text)
     return [i + 1 for i in range(len(lines) - n + 1) if lines[i] == text[0] and lines[i : i + n] == text]
 
