@@ -1,5 +1,6 @@
-"""Every source line the course cites (``file.py:N``, ``file.py:N-M``, and the bare ``lines N-M`` / ``N-M in 5.15``
-that follow one), checked against the library version the citation names.
+"""Every source line the course cites (``file.py:N``, ``file.py:N-M``, a link's ``file.py#LN`` / ``#LN-LM``, and the
+bare ``lines N-M`` / ``N-M in 5.15`` / `` `file.py` N-M`` that follow or name a file), checked against the library
+version the citation names.
 
 Where the citations are: the lessons' and solutions' cells (markdown and code, by cell id), ``docs/**/*.md``,
 the package's and the hidden checks' source (``src/gradacc/**/*.py``, ``hidden/*.py``: docstrings and messages).
@@ -21,6 +22,7 @@ Commands (this file imports nothing from gradacc; run it with the course's Pytho
 
     python tests/cited_lines.py                  # list the problems, as the test does
     python tests/cited_lines.py --update-missing # add an entry for every new citation; never changes an entry
+                                                 # (but records the pin of an entry at the installed version)
     python tests/cited_lines.py --remove-stale   # drop the entries of citations no longer in the text
     python tests/cited_lines.py --check-downloads [--cache DIR]   # re-read the other versions' lines from PyPI
 
@@ -32,6 +34,7 @@ sentence claims before committing it. Taught nowhere; maintained with the lesson
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import re
 import subprocess
@@ -47,6 +50,8 @@ COLAB_REQUIREMENTS = ROOT / "colab" / "requirements.txt"
 
 # A citation with a file: ``path/file.py:N`` or ``:N-M`` (the path may be a bare file name).
 PRIMARY = re.compile(r"(?<![\w/.])((?:[\w.-]+/)*[\w.-]+\.py):(\d+)(?:-(\d+))?(?!\d)")
+# The same as a link to a line: ``trainer.py#L2214``, ``.../blob/v5.24.0/src/transformers/trainer.py#L2214-L2216``.
+ANCHOR = re.compile(r"(?<![\w.])((?:[\w.-]+/)*[\w.-]+\.py)#L(\d+)(?:-L?(\d+))?(?!\d)")
 _RANGE = r"\d+(?:-\d+)?"
 _LIST = rf"{_RANGE}(?:(?:,\s+and\s+|,\s+|\s+and\s+){_RANGE})*"
 # The bare line numbers that follow one: "lines 162-175 and 188-190", "(line 402)", "`195-197`",
@@ -56,6 +61,8 @@ SECONDARY = [
     re.compile(r"`+(\d+-\d+|\d{3,})`+"),
     re.compile(rf"(?<![#\w.,-])({_LIST})\s+(?:in|at)\s+(?:tag\s+)?(?:[A-Za-z-]+\s+)?v?\d+\.\d+"),
     re.compile(rf"\.py:{_RANGE}`+,?\s+(?:and\s+)?({_LIST})(?![\w.])"),
+    # "`_accumulation.py` 380-390", not "`test_site.py` 52-63 s of CPU"
+    re.compile(rf"\.py`+\s+({_LIST})(?![\w.-]|\s*(?:s|ms|min|%|[KMG]iB)\b)"),
 ]
 # The distributions a citation's file can live in, and the top-level package each installs.
 DISTRIBUTIONS = {
@@ -128,10 +135,11 @@ def _ranges(listed: str) -> list[tuple[str, tuple[int, int]]]:
 def find_citations(where: str, text: str) -> list[Citation]:
     """Every citation in one unit: the files' (``x.py:N``) and the bare ranges that follow them."""
     found = {}
-    for m in PRIMARY.finditer(text):
+    for m in [*PRIMARY.finditer(text), *ANCHOR.finditer(text)]:
         a, b = int(m.group(2)), int(m.group(3) or m.group(2))
         cite = m.group(0)
-        found.setdefault((cite, m.start()), Citation(where, cite, m.group(1), (a, b), m.start()))
+        path = re.sub(r"^.*?/blob/[^/]+/(?:src/)?", "", m.group(1))  # a GitHub link: the file inside the package
+        found.setdefault((cite, m.start()), Citation(where, cite, path, (a, b), m.start()))
     spans = [(c.start, c.start + len(c.cite)) for c in found.values()]
     for pattern in SECONDARY:
         for m in pattern.finditer(text):
@@ -175,12 +183,23 @@ def installed_version(dist: str) -> str | None:
         return None
 
 
+def _bare(version: str | None) -> str:
+    return (version or "").split("+")[0]  # "2.13.0+cpu" -> "2.13.0"
+
+
+def _pin(dist: str) -> str:
+    return _bare(installed_version(dist))
+
+
 def kind_of(entry: dict) -> str:
-    """``installed`` (checked live), ``colab`` (Colab's pin) or ``stored`` (another release)."""
-    if (installed_version(entry["dist"]) or "").split("+")[0] == entry["version"]:
+    """``installed`` (checked live), ``colab`` (Colab's pin), ``pin moved`` (written at the course's pin, which is no
+    longer the installed version) or ``stored`` (another release)."""
+    if _bare(installed_version(entry["dist"])) == entry["version"]:
         return "installed"
     if entry.get("colab"):
         return "colab"
+    if entry.get("pinned_then") == entry["version"]:
+        return "pin moved"
     return "stored"
 
 
@@ -213,6 +232,7 @@ def problems(citations: list[Citation] | None = None, table: dict | None = None)
     table = load_table() if table is None else table
     pins = colab_pins()
     out = []
+    moved: dict[tuple[str, str], list[dict]] = {}  # (dist, the pin the entries were written at): those entries
     entries = table["entries"]
     keys = {_key(e) for e in entries}
     ignored = {_key(e) for e in table.get("not_citations", [])}
@@ -244,6 +264,13 @@ def problems(citations: list[Citation] | None = None, table: dict | None = None)
         if not e.get("text"):
             out.append(f"{label}: the entry has no text; run --update-missing with --cache (the release's source)")
             continue
+        if installed_version(e["dist"]) and not e.get("pinned_then"):
+            out.append(
+                f'{label}: the entry records no pin: add "pinned_then": "{_bare(installed_version(e["dist"]))}" '
+                "(the course's pinned version when the entry was written; for an entry at that version, its version: "
+                "--update-missing records it)"
+            )
+            continue
         kind = kind_of(e)
         if kind == "installed":
             now = read_lines(installed_root(e["dist"]), e["file"], e["lines"])
@@ -258,14 +285,59 @@ def problems(citations: list[Citation] | None = None, table: dict | None = None)
                     f"pins {pins.get(e['dist'])}: re-read the lines in that release (--check-downloads) and update "
                     "the text, the entry and the sentence"
                 )
+        elif kind == "pin moved":
+            moved.setdefault((e["dist"], e["version"]), []).append(e)
         else:
             pinned = installed_version(e["dist"])
-            if pinned and e.get("pinned_then") and pinned.split("+")[0] != e["pinned_then"]:
+            if pinned and e.get("pinned_then") and _bare(pinned) != e["pinned_then"]:
                 out.append(
                     f"{label}: the entry was written with the pinned {e['dist']} {e['pinned_then']}; "
                     f"the pin is now {pinned}: check whether the sentence still names the right version"
                 )
+    for (dist, version), group in sorted(moved.items()):
+        out.append(_pin_moved(dist, version, group))
     return out
+
+
+def _pin_moved(dist: str, version: str, group: list[dict]) -> str:
+    """One problem for every line cited at a pin that moved: each line, and where its recorded text is now."""
+    now = _bare(installed_version(dist)) or None
+    rows = []
+    for e in group:
+        where = "its text is not in the installed file" if now else f"{dist} is not installed"
+        if now:
+            found = find_block(installed_root(dist), e["file"], e["text"])
+            if len(found) == 1:
+                a = found[0]
+                where = (
+                    f"the text is now at {a}"
+                    if len(e["text"]) == 1
+                    else f"the text is now at {a}-{a + len(e['text']) - 1}"
+                )
+            elif found:
+                where = f"its text is found at {len(found)} places"
+        rows.append(f"  - {_place(e['where'])}: `{e['cite']}` ({e['file']}:{_span(e)}; {where})")
+    return (
+        f"{dist}: the pin moved from {version} to {now or 'nothing installed'}: re-read these {len(group)} lines in "
+        f"{dist} {now}. For each, update the sentence's citation and the entry (lines, text, version and pinned_then "
+        f"{now}); where the sentence names {version} on purpose, keep the version and set pinned_then to {now}.\n"
+        + "\n".join(rows)
+    )
+
+
+@functools.lru_cache(maxsize=64)
+def _stripped(path: Path) -> list[str]:
+    return [line.strip() for line in path.read_text(encoding="utf-8", errors="replace").splitlines()]
+
+
+def find_block(root: Path, file: str, text: list[str]) -> list[int]:
+    """The first line numbers at which ``file`` holds the stripped lines ``text`` (every place)."""
+    path = root / file
+    if not path.is_file() or not text:
+        return []
+    lines = _stripped(path)
+    n = len(text)
+    return [i + 1 for i in range(len(lines) - n + 1) if lines[i] == text[0] and lines[i : i + n] == text]
 
 
 def _span(e: dict) -> str:
@@ -328,6 +400,8 @@ def guess_entry(c: Citation, cache: Path | None = None, previous: dict | None = 
     """An entry for a citation: the distribution and file from its path, the version named beside it."""
     text = dict(units()).get(c.where, "") if previous is None else previous.get("_text", "")
     dist, version = _version_near(text, c)
+    tag = re.search(r"/blob/v?(\d+\.\d+(?:\.\d+)?)/", c.cite)  # a GitHub link names its release
+    version = tag.group(1) if tag else version
     path = c.path
     named = re.findall(r"`+((?:[\w.-]+/)*[\w.-]+\.py)`+", text[max(0, c.start - 90) : c.start])
     if path is None and named:
@@ -358,8 +432,8 @@ def guess_entry(c: Citation, cache: Path | None = None, previous: dict | None = 
     entry["version"] = full
     if full == pins.get(dist) and full != installed:
         entry["colab"] = True
-    if full != installed and installed:
-        entry["pinned_then"] = installed
+    if installed:
+        entry["pinned_then"] = installed  # the course's pin when written: a pin bump then fails (problems())
     root = None
     if full and full == installed:
         root = installed_root(dist)
@@ -396,6 +470,9 @@ def update_missing(cache: Path | None) -> list[dict]:
                     keys.add((c.where, c.cite))
                     added.append(entry)
                 known = entry
+            elif not known.get("pinned_then") and known.get("dist") and _pin(known["dist"]) == known.get("version"):
+                known["pinned_then"] = known["version"]  # an entry at the pin written before pins were recorded
+                added.append(known)
             elif not known.get("text") and known.get("dist") and known.get("version") and known.get("file"):
                 known["text"] = _text_of(known, cache)  # an entry written without its release's source: fill it in
                 if known["text"]:

@@ -5,16 +5,20 @@ tiny models live in ``gradacc.frameworks.texttask`` and are re-exported here.
 
 How ``Trainer`` accumulates (transformers 5.24, the pins, and 5.15, Colab's; read from ``transformers/trainer.py``):
 
-* it collects the N micro-batches of a window first (``get_batch_samples``) and, only when it will pass the count on
-  (next point), counts ``num_items_in_batch``: the labels that are not -100, a causal LM's over ``labels[..., 1:]``
-  (the positions the shifted loss predicts); otherwise the count is ``None``;
+* it collects the N micro-batches of a window first (``get_batch_samples``) and counts ``num_items_in_batch`` (the
+  labels that are not -100, a causal LM's over ``labels[..., 1:]``, the positions the shifted loss predicts) only
+  when the first micro-batch has a ``labels`` key AND it will pass the count on (next point); otherwise the count is
+  ``None`` (a question-answering model's batch, whose labels are ``start_positions``/``end_positions``, gets ``None``);
 * it decides whether the model normalizes the loss by that count itself from ``model.accepts_loss_kwargs`` or, if
-  absent, from whether ``forward`` accepts ``**kwargs`` (``Trainer.model_accepts_loss_kwargs``); if so (or if a
-  ``compute_loss_func`` is given) it passes ``num_items_in_batch`` and does NOT divide the loss by N;
-* otherwise it divides each micro-batch loss by the window's real number of micro-batches
-  (``current_gradient_accumulation_steps``, so a short final window is divided by its real size);
+  absent, from whether ``forward`` accepts ``**kwargs`` (``Trainer.model_accepts_loss_kwargs``); if a
+  ``compute_loss_func`` is given, or the model accepts loss kwargs and the count is not ``None``, it passes
+  ``num_items_in_batch`` and does NOT divide the loss by N;
+* otherwise (no ``compute_loss_func``, and the model does not accept loss kwargs or the count is ``None``) it divides
+  each micro-batch loss by the window's real number of micro-batches (``current_gradient_accumulation_steps``, so a
+  short final window is divided by its real size);
 * a ``Trainer`` subclass can say that its own loss is already divided over the window with the class attribute
-  ``loss_is_scaled_for_ga = True`` (transformers 5.19 and later); 5.15 ignores it and divides by N again.
+  ``loss_is_scaled_for_ga = True`` (transformers 5.19 and later); 5.15 does not read it and still divides by N in
+  the case above (no ``compute_loss_func``, and a model that does not accept loss kwargs or a count of ``None``).
 
 A model whose ``forward`` takes ``**kwargs`` but ignores ``num_items_in_batch`` (``BertForSequenceClassification`` in
 transformers 5; any model through ``takes_loss_kwargs``) therefore gets a loss and gradient N times too large.
