@@ -54,11 +54,11 @@ PRIMARY = re.compile(r"(?<![\w/.])((?:[\w.-]+/)*[\w.-]+\.py):(\d+)(?:-(\d+))?(?!
 ANCHOR = re.compile(r"(?<![\w.])((?:[\w.-]+/)*[\w.-]+\.py)#L(\d+)(?:-L?(\d+))?(?!\d)")
 _RANGE = r"\d+(?:-\d+)?"
 _LIST = rf"{_RANGE}(?:(?:,\s+and\s+|,\s+|\s+and\s+){_RANGE})*"
-# The bare line numbers that follow one: "lines 162-175 and 188-190", "(line 402)", "`195-197`",
+# The bare line numbers that follow one: "lines 162-175 and 188-190", "(line 402)", "`195-197`" (a leading 0 is a file mode: `0600`),
 # "2040-2050 in 5.15", "193, 507 and 529 in 2.11", "2045-2050 at tag v0.18.2", "`x.py:1205` and 1210".
 SECONDARY = [
     re.compile(rf"\blines?\s+({_LIST})"),
-    re.compile(r"`+(\d+-\d+|\d{3,})`+"),
+    re.compile(r"`+([1-9]\d*-\d+|[1-9]\d{2,})`+"),  # not a file mode: `0600`
     re.compile(rf"(?<![#\w.,-])({_LIST})\s+(?:in|at)\s+(?:tag\s+)?(?:[A-Za-z-]+\s+)?v?\d+\.\d+"),
     re.compile(rf"\.py:{_RANGE}`+,?\s+(?:and\s+)?({_LIST})(?![\w.])"),
     # "`_accumulation.py` 380-390", not "`test_site.py` 52-63 s of CPU"
