@@ -134,6 +134,22 @@ def test_a_causal_lm_predicts_one_label_fewer_per_row_than_trl_pads():
     assert reference_count_items([batch], True) == [3] and reference_count_items([batch], False) == [5]
 
 
+def test_trl_wrapped_packing_with_the_padded_collator_gives_rows_of_equal_items():
+    """TRL's ``"wrapped"`` packing (trl 1.16) cuts documents at each row's end and its default collator then keeps
+    every label: rows of 12 tokens hold 11 items each for a causal LM, where ``"bfd"`` gave ``[10, 10, 10, 9]``."""
+    import datasets
+    from trl.data_utils import pack_dataset
+    from trl.trainer.sft_trainer import DataCollatorForLanguageModeling
+
+    lengths = PACKED_DOCUMENTS[0]
+    documents = [list(range(sum(lengths[:k]), sum(lengths[: k + 1]))) for k in range(len(lengths))]
+    packs = pack_dataset(datasets.Dataset.from_dict({"input_ids": documents}), PACKED_SEQ_LENGTH, strategy="wrapped")
+    batch = DataCollatorForLanguageModeling(pad_token_id=0)(list(packs))
+    assert batch["labels"].shape == (4, PACKED_SEQ_LENGTH)
+    rows = [{"labels": row} for row in batch["labels"]]
+    assert reference_count_items(rows, True) == [PACKED_SEQ_LENGTH - 1] * 4
+
+
 def test_source_line_cites_the_installed_file_and_line():
     cited = source_line(torch.amp.autocast_mode.autocast.__exit__, "clear_autocast_cache")
     path, line = cited.rsplit(":", 1)
