@@ -62,8 +62,9 @@ def reference_count_items(micro_batches: Sequence[dict], shifts_labels: bool) ->
     first label, and the items are ``labels[..., 1:]`` that are not ``-100`` (the Trainer's count,
     ``transformers/trainer.py:2333-2343`` at 5.24.0). Otherwise (a classifier, or a model that reads each token on its
     own), every label that is not ``-100``. On TRL's padding-free rows both counts agree, since each row starts with a
-    ``-100``; on rows its collator padded without packing they differ by one per row. ``equal_items`` holds exactly
-    when every count is the same; packing to one length does not make it so."""
+    ``-100``; on rows its collator padded without packing they differ by one per row that starts with a token (not
+    with a masked prompt). ``equal_items`` holds exactly when every count is the same; packing to one length does not
+    make it so."""
     return [
         int(((batch["labels"][..., 1:] if shifts_labels else batch["labels"]) != -100).sum()) for batch in micro_batches
     ]
