@@ -9,7 +9,7 @@ import torch
 
 from gradacc.course.checks.lesson11 import BF16_LR, PACKED_DOCUMENTS, PACKED_SEQ_LENGTH, bf16_windows
 from gradacc.foundations.models import make_digits_model
-from gradacc.parallel.parallel_stacks import trl_packed_micro_batches
+from gradacc.parallel.parallel_stacks import trl_packed_micro_batches, trl_padded_micro_batches
 
 N_DIGITS = 1797  # samples in gradacc.foundations.data.load_digits_tensors()
 
@@ -37,10 +37,10 @@ def plan(*case) -> str:
         return type(exc).__name__
 
 
-def counted(batches) -> str:
+def counted(batches, shifts_labels: bool) -> str:
     """The student's ``count_items`` on ``batches``: each count as an integer, or the error's type."""
     try:
-        return str([shown_int(n) for n in quietly(count_items, batches)])
+        return str([shown_int(n) for n in quietly(count_items, batches, shifts_labels)])
     except Exception as exc:
         return type(exc).__name__
 
@@ -51,6 +51,36 @@ def draw_packed(rng) -> tuple[tuple[int, ...], int, list]:
     batches = trl_packed_micro_batches(documents, PACKED_SEQ_LENGTH, packs_per_micro_batch=packs)
     rng.shuffle(batches)
     return documents, packs, batches
+
+
+PADDED_CHOICES = (
+    (5, 3, 7, 2, 4, 6),
+    (1, 12, 9, 9, 2),
+    (8, 8, 3, 11, 6, 1, 10),
+    (4, 4, 4, 4),
+    (2, 11, 7, 5, 12, 3, 9, 6),
+)
+"""Document lengths for TRL's padded collator: a few sets, so that each (set, rows) is collated once per process."""
+
+
+def draw_padded(rng) -> tuple[tuple[int, ...], int, list]:
+    """4-8 documents of 1-12 tokens that TRL's collator pads without packing, 2-3 rows per micro-batch, in a drawn
+    order (a causal LM: every row's first label is a token, which the loss does not predict)."""
+    documents, rows = rng.choice(PADDED_CHOICES), rng.choice([2, 3])
+    batches = trl_padded_micro_batches(documents, rows)
+    rng.shuffle(batches)
+    return documents, rows, batches
+
+
+def draw_sequences(rng) -> list[dict]:
+    """2-4 micro-batches of 1-3 digit sequences of 6 "tokens" (0-9), each padded with -100 after its first 1-6: a model
+    that reads each token on its own (lesson 11's MLP), so no shift; every row starts with a real label."""
+    batches = []
+    for _ in range(rng.randint(2, 4)):
+        lengths = [rng.randint(1, 6) for _ in range(rng.randint(1, 3))]
+        labels = [[rng.randrange(10) if t < n else -100 for t in range(6)] for n in lengths]
+        batches.append({"labels": torch.tensor(labels)})
+    return batches
 
 
 def draw_samples(rng) -> list[dict]:
@@ -90,9 +120,15 @@ EDGE_CASES = {"11.2": (draw_11_2, edges_11_2)}
 
 
 # %% hidden 11.1
-documents, packs, batches = draw_packed(rng)  # every seed: TRL-packed rows of one length, then samples
-print(f"TRL packs of {documents}, {packs} per micro-batch -> {counted(batches)}")
-print(f"samples -> {counted(draw_samples(rng))}")
+documents, packs, batches = draw_packed(rng)  # every seed: a causal LM's TRL-packed rows of one length
+print(f"TRL packs of {documents}, {packs} per micro-batch -> {counted(batches, True)}")
+documents, rows, batches = draw_padded(rng)  # a causal LM's rows that TRL's collator padded: the shift counts
+print(f"TRL-padded documents {documents}, {rows} rows per micro-batch -> {counted(batches, True)}")
+print(f"samples -> {counted(draw_samples(rng), False)}")  # 1-D labels: no shift
+print(f"digit sequences -> {counted(draw_sequences(rng), False)}")  # 2-D labels of a model that does not shift
+b, w = rng.randint(2, 32), rng.choice([2, 4, 8])  # M = A = 1 on 2+ ranks with different items: DDP's mean of means
+case = (b, 1, 1, w, "mean", rng.random() < 0.5, rng.randint(w + 1, 64 * b * w), False)
+print(f"{case} -> {plan(*case)}")
 for reduction in ("mean", "sum"):  # M = 1: scale_grads divides by 1, so A >= 2 step() calls keep a constant
     b, a, w = rng.randint(2, 32), rng.randint(2, 4), rng.choice([1, 2, 4, 8])
     equal = rng.random() < 0.5
@@ -104,7 +140,8 @@ for reduction in ("mean", "sum"):  # every seed: both reductions, the library's 
         b, m, w = rng.randint(2, 32), rng.choice([2, 4, 8, 16]), rng.choice([2, 4, 8, 64])
         case = (b, m, step_calls, w, reduction, scale_grads, b * m * step_calls * w, True)  # one item per sample
         print(f"{case} -> {plan(*case)}")
-    # padded tokens (a different count per micro-batch), then packed sequences (2-512 tokens per sample)
+    # padded tokens (a different count per micro-batch), then micro-batches with the same number of items (2-512 per
+    # sample)
     for scale_grads, step_calls, equal in ((True, 1, False), (False, rng.randint(1, 4), True)):
         b, m, w = rng.randint(2, 32), rng.choice([2, 4, 8, 16]), rng.choice([2, 4, 8, 64])
         effective = b * m * step_calls * w

@@ -26,6 +26,7 @@ from gradacc.parallel.parallel_stacks import (
     run_parallel_lesson,
     source_line,
     trl_packed_micro_batches,
+    trl_padded_micro_batches,
 )
 from gradacc.parallel.runs import run_jax_worker
 
@@ -102,11 +103,12 @@ def test_trl_packs_rows_of_one_length_that_hold_different_numbers_of_items():
         assert sum(int(b["labels"].numel()) for b in batches) == sum(documents)
         assert {b["labels"].shape for b in batches} == {torch.Size([1, PACKED_SEQ_LENGTH])}
         starts = [int((b["position_ids"] == 0).sum()) for b in batches]
-        assert reference_count_items(batches) == [PACKED_SEQ_LENGTH - n for n in starts]
+        assert reference_count_items(batches, True) == [PACKED_SEQ_LENGTH - n for n in starts]
         assert set(starts) <= {1, 2, 3, 4, 6}
-        counts[documents] = reference_count_items(batches)
+        assert reference_count_items(batches, False) == [PACKED_SEQ_LENGTH - n for n in starts]  # rows start at -100
+        counts[documents] = reference_count_items(batches, True)
         batches[0]["labels"].fill_(-100)
-        assert reference_count_items(trl_packed_micro_batches(documents, PACKED_SEQ_LENGTH)) == counts[documents]
+        assert reference_count_items(trl_packed_micro_batches(documents, PACKED_SEQ_LENGTH), True) == counts[documents]
     assert [sorted(c, reverse=True) for c in counts.values()] == [
         [10, 10, 10, 9],
         [10, 10, 10],
@@ -114,7 +116,38 @@ def test_trl_packs_rows_of_one_length_that_hold_different_numbers_of_items():
         [10, 10, 6],
     ]
     two = trl_packed_micro_batches(PACKED_DOCUMENTS[0], PACKED_SEQ_LENGTH, packs_per_micro_batch=2)
-    assert [b["labels"].shape[1] for b in two] == [24, 24] and sum(reference_count_items(two)) == 39
+    assert [b["labels"].shape[1] for b in two] == [24, 24] and sum(reference_count_items(two, True)) == 39
+
+
+def test_a_causal_lm_predicts_one_label_fewer_per_row_than_trl_pads():
+    """TRL's own collator without packing (trl 1.16) keeps each row's first label; transformers' causal-LM loss
+    (5.24) shifts the labels, so it predicts ``labels[..., 1:]``: 3 items where 5 labels are not -100, and exercise
+    11.1's reference counts those 3."""
+    from transformers.loss.loss_utils import ForCausalLMLoss
+
+    (batch,) = trl_padded_micro_batches((3, 2), 2, start=1)
+    assert batch["labels"].tolist() == [[1, 2, 3], [4, 5, -100]]
+    logits = torch.zeros(2, 3, 8)  # every label costs log(8)
+    summed = ForCausalLMLoss(logits, batch["labels"], vocab_size=8, num_items_in_batch=torch.tensor(1))
+    mean = ForCausalLMLoss(logits, batch["labels"], vocab_size=8)
+    assert torch.isclose(summed / mean, torch.tensor(3.0))
+    assert reference_count_items([batch], True) == [3] and reference_count_items([batch], False) == [5]
+
+
+def test_trl_wrapped_packing_with_the_padded_collator_gives_rows_of_equal_items():
+    """TRL's ``"wrapped"`` packing (trl 1.16) cuts documents at each row's end and its default collator then keeps
+    every label: rows of 12 tokens hold 11 items each for a causal LM, where ``"bfd"`` gave ``[10, 10, 10, 9]``."""
+    import datasets
+    from trl.data_utils import pack_dataset
+    from trl.trainer.sft_trainer import DataCollatorForLanguageModeling
+
+    lengths = PACKED_DOCUMENTS[0]
+    documents = [list(range(sum(lengths[:k]), sum(lengths[: k + 1]))) for k in range(len(lengths))]
+    packs = pack_dataset(datasets.Dataset.from_dict({"input_ids": documents}), PACKED_SEQ_LENGTH, strategy="wrapped")
+    batch = DataCollatorForLanguageModeling(pad_token_id=0)(list(packs))
+    assert batch["labels"].shape == (4, PACKED_SEQ_LENGTH)
+    rows = [{"labels": row} for row in batch["labels"]]
+    assert reference_count_items(rows, True) == [PACKED_SEQ_LENGTH - 1] * 4
 
 
 def test_source_line_cites_the_installed_file_and_line():

@@ -5,8 +5,13 @@ and in the hidden check on every seed (tests/test_wrong_answers.py). Same format
 
 
 # %% 11.1 exact fractions, counted per rank: each rank's share of the items, then the rank's own micro-batches
-def count_items(micro_batches):
-    return [sum(1 for label in batch["labels"].flatten().tolist() if label != -100) for batch in micro_batches]
+def count_items(micro_batches, shifts_labels):
+    counts = []
+    for batch in micro_batches:
+        labels = batch["labels"]
+        rows = labels.reshape(-1, labels.shape[-1]).tolist()  # 1-D labels: one row
+        counts.append(sum(1 for row in rows for label in row[1 if shifts_labels else 0 :] if label != -100))
+    return counts
 
 
 def window_plan(
@@ -28,10 +33,13 @@ def window_plan(
 
 
 # %% 11.1 the same numbers as numpy scalars (an np.int64 effective batch, an np.float64 factor)
-def count_items(micro_batches):
+def count_items(micro_batches, shifts_labels):
     import numpy as np
 
-    return [np.count_nonzero(batch["labels"].numpy() != -100) for batch in micro_batches]
+    predicted = (
+        batch["labels"].numpy()[..., 1:] if shifts_labels else batch["labels"].numpy() for batch in micro_batches
+    )
+    return [np.count_nonzero(labels != -100) for labels in predicted]
 
 
 def window_plan(

@@ -7,8 +7,8 @@ exercise's own import cell. Every one must lose check X.Y in the visible check a
 
 
 # %% 11.1 the equal-micro-batch recipe (the old reference answer): global_items ignored, every item a sample
-def count_items(micro_batches):
-    return [int((batch["labels"] != -100).sum()) for batch in micro_batches]
+def count_items(micro_batches, shifts_labels):
+    return [int((b["labels"][..., 1:] if shifts_labels else b["labels"]).ne(-100).sum()) for b in micro_batches]
 
 
 def window_plan(
@@ -23,8 +23,8 @@ def window_plan(
 
 
 # %% 11.1 the global item count, but DDP's average over the ranks forgotten (no x W)
-def count_items(micro_batches):
-    return [int((batch["labels"] != -100).sum()) for batch in micro_batches]
+def count_items(micro_batches, shifts_labels):
+    return [int((b["labels"][..., 1:] if shifts_labels else b["labels"]).ne(-100).sum()) for b in micro_batches]
 
 
 def window_plan(
@@ -42,8 +42,8 @@ def window_plan(
 
 
 # %% 11.1 the hand-written loop's habit: loss / (M x A) whatever scale_grads does (divided twice by default)
-def count_items(micro_batches):
-    return [int((batch["labels"] != -100).sum()) for batch in micro_batches]
+def count_items(micro_batches, shifts_labels):
+    return [int((b["labels"][..., 1:] if shifts_labels else b["labels"]).ne(-100).sum()) for b in micro_batches]
 
 
 def window_plan(
@@ -57,8 +57,8 @@ def window_plan(
 
 
 # %% 11.1 the schedule divides by M, so the loss only by the step() calls (torchtitan's bug: a moving average)
-def count_items(micro_batches):
-    return [int((batch["labels"] != -100).sum()) for batch in micro_batches]
+def count_items(micro_batches, shifts_labels):
+    return [int((b["labels"][..., 1:] if shifts_labels else b["labels"]).ne(-100).sum()) for b in micro_batches]
 
 
 def window_plan(
@@ -73,8 +73,8 @@ def window_plan(
 
 
 # %% 11.1 the effective batch of one rank (the data-parallel ranks forgotten)
-def count_items(micro_batches):
-    return [int((batch["labels"] != -100).sum()) for batch in micro_batches]
+def count_items(micro_batches, shifts_labels):
+    return [int((b["labels"][..., 1:] if shifts_labels else b["labels"]).ne(-100).sum()) for b in micro_batches]
 
 
 def window_plan(
@@ -93,8 +93,8 @@ def window_plan(
 
 
 # %% 11.1 divided by the world size too (DDP already averages the ranks)
-def count_items(micro_batches):
-    return [int((batch["labels"] != -100).sum()) for batch in micro_batches]
+def count_items(micro_batches, shifts_labels):
+    return [int((b["labels"][..., 1:] if shifts_labels else b["labels"]).ne(-100).sum()) for b in micro_batches]
 
 
 def window_plan(
@@ -109,8 +109,8 @@ def window_plan(
 
 
 # %% 11.1 a summed loss treated like a mean (the micro-batch's samples not divided out)
-def count_items(micro_batches):
-    return [int((batch["labels"] != -100).sum()) for batch in micro_batches]
+def count_items(micro_batches, shifts_labels):
+    return [int((b["labels"][..., 1:] if shifts_labels else b["labels"]).ne(-100).sum()) for b in micro_batches]
 
 
 def window_plan(
@@ -124,8 +124,8 @@ def window_plan(
 
 
 # %% 11.1 a mean token loss taken as exact (each micro-batch's mean, / M x A, equal_items ignored)
-def count_items(micro_batches):
-    return [int((batch["labels"] != -100).sum()) for batch in micro_batches]
+def count_items(micro_batches, shifts_labels):
+    return [int((b["labels"][..., 1:] if shifts_labels else b["labels"]).ne(-100).sum()) for b in micro_batches]
 
 
 def window_plan(
@@ -143,8 +143,8 @@ def window_plan(
 
 
 # %% 11.1 equal items inferred from global_items == samples (packed sequences of one length graded None)
-def count_items(micro_batches):
-    return [int((batch["labels"] != -100).sum()) for batch in micro_batches]
+def count_items(micro_batches, shifts_labels):
+    return [int((b["labels"][..., 1:] if shifts_labels else b["labels"]).ne(-100).sum()) for b in micro_batches]
 
 
 def window_plan(
@@ -162,8 +162,8 @@ def window_plan(
 
 
 # %% 11.1 a summed loss taken to survive scale_grads=True with A >= 2 (each step() divides ALL of .grad again)
-def count_items(micro_batches):
-    return [int((batch["labels"] != -100).sum()) for batch in micro_batches]
+def count_items(micro_batches, shifts_labels):
+    return [int((b["labels"][..., 1:] if shifts_labels else b["labels"]).ne(-100).sum()) for b in micro_batches]
 
 
 def window_plan(
@@ -180,8 +180,8 @@ def window_plan(
 
 
 # %% 11.1 the sum divided by one step() call's items, not the optimizer step's (global_items / step_calls)
-def count_items(micro_batches):
-    return [int((batch["labels"] != -100).sum()) for batch in micro_batches]
+def count_items(micro_batches, shifts_labels):
+    return [int((b["labels"][..., 1:] if shifts_labels else b["labels"]).ne(-100).sum()) for b in micro_batches]
 
 
 def window_plan(
@@ -199,7 +199,7 @@ def window_plan(
 
 
 # %% 11.1 TRL-packed rows of one length taken as equal (every token of a pack counted as an item)
-def count_items(micro_batches):
+def count_items(micro_batches, shifts_labels):
     return [batch["labels"].numel() for batch in micro_batches]
 
 
@@ -217,8 +217,8 @@ def window_plan(
     return {"effective_batch_size": effective, "loss_factor": factor}
 
 
-# %% 11.1 a causal LM's shift applied to every micro-batch (labels[..., 1:]: one sample of each dropped)
-def count_items(micro_batches):
+# %% 11.1 the shift applied to 1-D sample labels too (labels[..., 1:] whatever the model: one sample of each dropped)
+def count_items(micro_batches, shifts_labels):
     return [int((batch["labels"][..., 1:] != -100).sum()) for batch in micro_batches]
 
 
@@ -237,8 +237,8 @@ def window_plan(
 
 
 # %% 11.1 no constant for A >= 2 step() calls with scale_grads, even at M = 1 (where the schedule divides by 1)
-def count_items(micro_batches):
-    return [int((batch["labels"] != -100).sum()) for batch in micro_batches]
+def count_items(micro_batches, shifts_labels):
+    return [int((b["labels"][..., 1:] if shifts_labels else b["labels"]).ne(-100).sum()) for b in micro_batches]
 
 
 def window_plan(
@@ -252,6 +252,67 @@ def window_plan(
         factor = divided * world_size / global_items
     else:
         factor = divided / (n_microbatches * step_calls) if equal_items else None
+    return {"effective_batch_size": effective, "loss_factor": factor}
+
+
+# %% 11.1 the shift forgotten: every label that is not -100 counted on a causal LM's rows (one item per row too many)
+def count_items(micro_batches, shifts_labels):
+    return [int((batch["labels"] != -100).sum()) for batch in micro_batches]
+
+
+def window_plan(
+    micro_batch_size, n_microbatches, step_calls, world_size, loss_reduction, scale_grads, global_items, equal_items
+):
+    effective = micro_batch_size * n_microbatches * step_calls * world_size
+    if scale_grads and step_calls > 1 and n_microbatches > 1:
+        return {"effective_batch_size": effective, "loss_factor": None}
+    divided = n_microbatches if scale_grads else 1
+    if loss_reduction == "sum":
+        factor = divided * world_size / global_items
+    else:
+        factor = divided / (n_microbatches * step_calls) if equal_items else None
+    return {"effective_batch_size": effective, "loss_factor": factor}
+
+
+# %% 11.1 the shift read from the labels' shape (2-D labels shifted, even for a model that reads each token alone)
+def count_items(micro_batches, shifts_labels):
+    return [
+        int((b["labels"][..., 1:] if b["labels"].dim() == 2 else b["labels"]).ne(-100).sum()) for b in micro_batches
+    ]
+
+
+def window_plan(
+    micro_batch_size, n_microbatches, step_calls, world_size, loss_reduction, scale_grads, global_items, equal_items
+):
+    effective = micro_batch_size * n_microbatches * step_calls * world_size
+    if scale_grads and step_calls > 1 and n_microbatches > 1:
+        return {"effective_batch_size": effective, "loss_factor": None}
+    divided = n_microbatches if scale_grads else 1
+    if loss_reduction == "sum":
+        factor = divided * world_size / global_items
+    else:
+        factor = divided / (n_microbatches * step_calls) if equal_items else None
+    return {"effective_batch_size": effective, "loss_factor": factor}
+
+
+# %% 11.1 one micro-batch per rank (M = A = 1) taken as exact: a mean loss's factor 1 with different items per rank
+def count_items(micro_batches, shifts_labels):
+    return [int((b["labels"][..., 1:] if shifts_labels else b["labels"]).ne(-100).sum()) for b in micro_batches]
+
+
+def window_plan(
+    micro_batch_size, n_microbatches, step_calls, world_size, loss_reduction, scale_grads, global_items, equal_items
+):
+    effective = micro_batch_size * n_microbatches * step_calls * world_size
+    if scale_grads and step_calls > 1 and n_microbatches > 1:
+        return {"effective_batch_size": effective, "loss_factor": None}
+    divided = n_microbatches if scale_grads else 1
+    if loss_reduction == "sum":
+        factor = divided * world_size / global_items
+    elif equal_items or n_microbatches * step_calls == 1:
+        factor = divided / (n_microbatches * step_calls)
+    else:
+        factor = None
     return {"effective_batch_size": effective, "loss_factor": factor}
 
 

@@ -48,6 +48,7 @@ __all__ = [
     "item_cross_entropy",
     "padded_digit_sequences",
     "trl_packed_micro_batches",
+    "trl_padded_micro_batches",
     "run_parallel_lesson",
     "run_jax_sharding",
     "GatedMLP",
@@ -153,6 +154,34 @@ def trl_packed_micro_batches(
     """
     batches = _trl_packs(tuple(int(n) for n in document_lengths), int(seq_length), int(packs_per_micro_batch), start)
     return [{k: v.clone() if isinstance(v, torch.Tensor) else v for k, v in batch.items()} for batch in batches]
+
+
+@functools.cache
+def _trl_padded(document_lengths: tuple[int, ...], rows_per_micro_batch: int, start: int) -> tuple:
+    from trl.trainer.sft_trainer import DataCollatorForLanguageModeling
+
+    offsets = [start + sum(document_lengths[:k]) for k in range(len(document_lengths))]
+    documents = [{"input_ids": list(range(o, o + n))} for o, n in zip(offsets, document_lengths, strict=True)]
+    collate = DataCollatorForLanguageModeling(pad_token_id=0)
+    step = rows_per_micro_batch
+    return tuple(collate(documents[k : k + step]) for k in range(0, len(documents), step))
+
+
+def trl_padded_micro_batches(
+    document_lengths: Sequence[int], rows_per_micro_batch: int, *, start: int = 0
+) -> list[dict[str, Any]]:
+    """Documents collated without packing by TRL's own ``DataCollatorForLanguageModeling`` (its default,
+    ``padding_free=False``), as ``SFTTrainer`` does on unpacked language-modeling data: ``rows_per_micro_batch``
+    documents per micro-batch, each a row, padded on the right to the micro-batch's longest with labels ``-100``. The
+    labels are the token ids (document ``k`` holds ``document_lengths[k]`` consecutive ids from ``start``); the first
+    token of a row keeps its label, and a causal LM's loss shifts the labels, so it predicts ``labels[:, 1:]``.
+    Computed once per argument set; every call returns fresh tensors.
+
+    Returns:
+        one dict per micro-batch with ``input_ids``, ``labels`` and ``attention_mask`` (``[rows, T]`` int64).
+    """
+    batches = _trl_padded(tuple(int(n) for n in document_lengths), int(rows_per_micro_batch), int(start))
+    return [{k: v.clone() for k, v in batch.items()} for batch in batches]
 
 
 def run_parallel_lesson(

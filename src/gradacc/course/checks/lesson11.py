@@ -1,8 +1,9 @@
 """Checks of lesson 11 (``11_parallel``): who divides in a pipeline schedule with accumulation and data parallelism,
 and an accumulation loop under bfloat16 autocast that does not train on stale weight casts.
 
-Exercise 11.1 asks for ``count_items(micro_batches) -> list[int]`` (``reference_count_items``: the labels that are not
-``-100`` in each collated micro-batch, TRL's packed rows included) and ``window_plan(micro_batch_size, n_microbatches,
+Exercise 11.1 asks for ``count_items(micro_batches, shifts_labels) -> list[int]`` (``reference_count_items``: the
+labels the loss predicts in each collated micro-batch, ``labels[..., 1:]`` that are not ``-100`` for a causal LM, TRL's
+packed and padded rows included) and ``window_plan(micro_batch_size, n_microbatches,
 step_calls, world_size, loss_reduction, scale_grads, global_items, equal_items) -> {"effective_batch_size": int,
 "loss_factor": float | None}`` (``reference_window_plan``). Exercise 11.2 asks for ``train_bf16(model, optimizer,
 windows)``: the lesson's broken loop (one ``torch.autocast`` around everything) fixed, so that it trains as
@@ -53,27 +54,50 @@ PACKED_SEQ_LENGTH = 12
 """The length TRL packs ``PACKED_DOCUMENTS`` to."""
 
 
-def reference_count_items(micro_batches: Sequence[dict]) -> list[int]:
+def reference_count_items(micro_batches: Sequence[dict], shifts_labels: bool) -> list[int]:
     """Exercise 11.1's first answer: the loss items of each micro-batch, a dict as a collator returns it, whose
-    ``"labels"`` (any shape, int64) mark padding, a prompt and the first token of every packed document with ``-100``
-    (TRL's ``DataCollatorForLanguageModeling``): the labels that are not ``-100``. ``equal_items`` holds exactly when
-    every count is the same; packing to one length does not make it so."""
-    return [int((batch["labels"] != -100).sum()) for batch in micro_batches]
+    ``"labels"`` (int64, any shape) mark padding, a prompt and, in TRL's padding-free packing, the first token of every
+    document with ``-100``. An item is a label the loss predicts. ``shifts_labels``: the model's loss shifts the labels
+    by one position itself (a causal LM: token ``t`` predicts the label at ``t + 1``), so it never predicts a row's
+    first label, and the items are ``labels[..., 1:]`` that are not ``-100`` (the Trainer's count,
+    ``transformers/trainer.py:2333-2343`` at 5.24.0). Otherwise (a classifier, or a model that reads each token on its
+    own), every label that is not ``-100``. On TRL's padding-free rows both counts agree, since each row starts with a
+    ``-100``; on rows its collator padded without packing they differ by one per row that starts with a token (not
+    with a masked prompt). ``equal_items`` holds exactly when every count is the same; packing to one length does not
+    make it so."""
+    return [
+        int(((batch["labels"][..., 1:] if shifts_labels else batch["labels"]) != -100).sum()) for batch in micro_batches
+    ]
 
 
-def count_items_cases() -> list[tuple[str, list[dict]]]:
-    """``(what, micro_batches)`` for the visible check of ``count_items``: TRL-packed rows of one length (one and two
-    packs per micro-batch, built by TRL's own ``pack_dataset`` and collator) and micro-batches of samples, the last
-    one padded with ``-100`` rows."""
-    from ...parallel.parallel_stacks import trl_packed_micro_batches
+PADDED_DOCUMENTS: tuple[int, ...] = (5, 3, 7, 2, 4, 6)
+"""Document lengths that TRL's collator pads, 2 rows per micro-batch, without packing (``trl_padded_micro_batches``):
+a causal LM predicts ``[6, 7, 8]`` of their labels, ``[8, 9, 10]`` are not ``-100``."""
+
+
+def count_items_cases() -> list[tuple[str, list[dict], bool]]:
+    """``(what, micro_batches, shifts_labels)`` for the visible check of ``count_items``: micro-batches of samples, the
+    last one padded with ``-100`` rows, and of digit "token" sequences padded with ``-100`` (a model that reads each
+    token on its own: no shift); then a causal LM's micro-batches: TRL-packed rows of one length (one and two packs per
+    micro-batch, built by TRL's own ``pack_dataset`` and collator) and documents TRL's collator padded without
+    packing."""
+    from ...parallel.parallel_stacks import padded_digit_sequences, trl_packed_micro_batches, trl_padded_micro_batches
 
     y = load_digits_tensors()[1]
     samples = [{"labels": y[0:8].clone()}, {"labels": y[8:16].clone()}, {"labels": F.pad(y[16:22], (0, 2), value=-100)}]
-    cases = [("samples, the last micro-batch padded with -100 rows", samples)]
+    tokens = padded_digit_sequences(lengths=[6, 5, 2, 6, 3, 1], seq_len=6)[1]
+    cases = [
+        (_("samples, the last micro-batch padded with -100 rows"), samples, False),
+        (_("digit sequences padded with -100, read token by token"), [{"labels": t} for t in tokens.split(2)], False),
+    ]
     for documents, packs in ((PACKED_DOCUMENTS[0], 1), (PACKED_DOCUMENTS[2], 2), (PACKED_DOCUMENTS[1], 1)):
         batches = trl_packed_micro_batches(documents, PACKED_SEQ_LENGTH, packs_per_micro_batch=packs)
         what = _("TRL's packing of documents of {lengths} tokens into rows of {length}, {packs} per micro-batch")
-        cases.append((what.format(lengths=list(documents), length=PACKED_SEQ_LENGTH, packs=packs), batches))
+        cases.append((what.format(lengths=list(documents), length=PACKED_SEQ_LENGTH, packs=packs), batches, True))
+    what = _("TRL's collator on documents of {lengths} tokens, not packed, {rows} rows per micro-batch")
+    cases.append(
+        (what.format(lengths=list(PADDED_DOCUMENTS), rows=2), trl_padded_micro_batches(PADDED_DOCUMENTS, 2), True)
+    )
     return cases
 
 
@@ -91,9 +115,11 @@ def reference_window_plan(
     into ``n_microbatches`` (M) micro-batches of ``micro_batch_size`` samples, called ``step_calls`` (A) times before
     each ``optimizer.step()``, on ``world_size`` (W) data-parallel ranks that DDP averages. ``global_items``: the loss
     items of the optimizer step on all ranks (samples, or tokens that are not padding). ``equal_items``: whether every
-    micro-batch (of every ``step()`` call, on every rank) holds the same number of items (labels that are not
-    ``-100``): one item per sample, for instance. Packing to one length does not ensure it: TRL's collator sets the
-    first label of every packed document to ``-100`` (``reference_count_items``).
+    micro-batch (of every ``step()`` call, on every rank) holds the same number of items (the labels the loss
+    predicts, ``reference_count_items``): one item per sample, for instance. Packing to one length does not ensure it:
+    with TRL's default packing (``"bfd"``, padding-free) its collator sets the first label of every document to
+    ``-100``, so a row holds its length minus its documents; TRL's ``"wrapped"`` packing with the padded collator
+    leaves every row of one length the same items (its length minus one, for a causal LM).
 
     * ``"effective_batch_size"``: ``micro_batch_size x M x A x W`` samples per optimizer step;
     * ``"loss_factor"``: the constant ``c`` to multiply ``loss_fn``'s value by so that ``.grad`` holds the mean
@@ -122,7 +148,7 @@ def reference_window_plan(
 # outside with and without it, a summed loss with the division on and A >= 2), padded tokens (micro-batches with
 # different numbers of tokens: summed and mean losses, with and without division), micro-batches that hold the same
 # number of tokens, more than one per sample, and one micro-batch per step() (M = 1: scale_grads divides by 1, so
-# A >= 2 step() calls need no special case)
+# A >= 2 step() calls need no special case; M = A = 1 on 2 ranks with different items: DDP's mean of rank means)
 _PLAN_CASES = (
     (8, 4, 1, 2, "mean", True, 64, True),
     (8, 4, 1, 2, "sum", True, 64, True),
@@ -142,6 +168,7 @@ _PLAN_CASES = (
     (4, 4, 2, 2, "sum", False, 768, True),
     (8, 1, 3, 2, "mean", True, 48, True),
     (8, 1, 2, 2, "sum", True, 777, False),
+    (8, 1, 1, 2, "mean", True, 13, False),
 )
 
 
@@ -176,27 +203,29 @@ def _plan_error(got: object, want: dict, where: str) -> str | None:
 
 
 def _count_error(count_items: Callable) -> str | None:
-    for what, batches in count_items_cases():
-        want = reference_count_items(batches)
-        got = count_items(batches)
+    for what, batches, shifts in count_items_cases():
+        want = reference_count_items(batches, shifts)
+        got = count_items(batches, shifts)
         try:
             same = [int(n) for n in got] == want and all(not isinstance(n, bool) for n in got)
         except (TypeError, ValueError):
             same = False
         if not same:
             return _(
-                "count_items on {what}: got {got}, expected {want} (which labels are loss items, and does a pack of "
-                "one length hold the same number of them as the next?)"
-            ).format(what=what, got=repr(got), want=want)
+                "count_items on {what}, shifts_labels={shifts}: got {got}, expected {want} (which labels does the "
+                "loss predict, and does a pack of one length hold the same number of them as the next?)"
+            ).format(what=what, shifts=shifts, got=repr(got), want=want)
     return None
 
 
 def check_window_plan(window_plan: Callable, count_items: Callable) -> None:
-    """Exercise 11.1: ``count_items(micro_batches) -> list[int]`` on micro-batches of samples and on TRL-packed rows
-    of one length (``reference_count_items``, exactly), then ``window_plan(micro_batch_size, n_microbatches,
+    """Exercise 11.1: ``count_items(micro_batches, shifts_labels) -> list[int]`` on micro-batches of samples and of
+    padded digit sequences (no shift), on TRL-packed rows of one length and on TRL-padded rows of a causal LM
+    (``reference_count_items``, exactly), then ``window_plan(micro_batch_size, n_microbatches,
     step_calls, world_size, loss_reduction, scale_grads, global_items, equal_items) -> {"effective_batch_size",
     "loss_factor"}`` on cases of its own (``reference_window_plan``): one item per sample, padded tokens (different
-    numbers per micro-batch), the same number of tokens per micro-batch, and M = 1, each with a given global count.
+    numbers per micro-batch), the same number of tokens per micro-batch, and M = 1 (with A = 1 on 2 ranks too), each
+    with a given global count.
     The effective batch exactly, the factor to a relative 1e-9, ``None`` exactly where no constant works. Prints
     ``Exercise 11.1: correct`` or what went wrong; returns ``None``.
     """
