@@ -31,6 +31,8 @@ def _settings_from(args: argparse.Namespace) -> Settings:
         seed=args.seed,
         sandbox=args.sandbox,
         scratch_mib=args.scratch_mib,
+        max_processes=args.max_processes,
+        notebook_limits=not args.no_notebook_limits,
     )
 
 
@@ -152,7 +154,25 @@ def _limits(p: argparse.ArgumentParser) -> None:
     p.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="notebooks at once (default: cores)")
     p.add_argument("--timeout", type=float, default=300, help="seconds per notebook (default 300)")
     p.add_argument("--cell-timeout", type=float, default=120, help="seconds per cell (default 120)")
-    p.add_argument("--memory-mib", type=int, default=2048, help="memory limit per process in MiB (default 2048)")
+    p.add_argument(
+        "--memory-mib",
+        type=int,
+        default=2048,
+        help="memory limit of each notebook's whole process tree (its kernel and every process it starts) in MiB, "
+        "also each process's own limit (default 2048)",
+    )
+    p.add_argument(
+        "--max-processes",
+        type=int,
+        default=1024,
+        help="processes and threads of each notebook's tree at once (default 1024)",
+    )
+    p.add_argument(
+        "--no-notebook-limits",
+        action="store_true",
+        help="enforce --memory-mib per process only and no process limit (to measure what the tree limits cost); "
+        "the gradebook's sandbox column says so",
+    )
     p.add_argument("--max-output-kib", type=int, default=2048, help="output cap per notebook in KiB (default 2048)")
     p.add_argument("--seed", type=int, help="seed of the hidden checks' inputs (default: random per run)")
     p.add_argument(
