@@ -8,7 +8,7 @@ import os
 import sys
 from pathlib import Path
 
-from .bench import bench_grading, bench_sandbox, write_class
+from .bench import bench_grading, bench_limits, bench_sandbox, write_class
 from .discover import hidden_from_args
 from .gradebook import GradingError, Settings
 from .sandbox import SANDBOX_NONE_WARNING, SANDBOXES
@@ -129,13 +129,21 @@ def _cmd_bench(args: argparse.Namespace) -> int:
                 python=args.nbgrader_python,
             )
         else:
-            bench = bench_sandbox if args.compare_sandbox else bench_grading
+            bench = bench_sandbox if args.compare_sandbox else bench_limits if args.compare_limits else bench_grading
             hidden, settings = hidden_from_args(args), _settings_from(args)
             result = bench(Path(args.reference), args.exercise, args.n, hidden=hidden, settings=settings)
     except (GradingError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     print(json.dumps(result))
+    if args.compare_limits and not args.compare_sandbox and not args.nbgrader:
+        off, on = result["off"], result["on"]
+        print(
+            f"CPU seconds of the notebooks {off['cpu_s']} without the tree limits, {on['cpu_s']} with "
+            f"({on['sandbox'].split('; ')[-1]}): ratio {result['cpu_ratio']}; the grader's own {off['grader_cpu_s']} "
+            f"-> {on['grader_cpu_s']}; seconds per notebook {off['per_notebook_s']} -> {on['per_notebook_s']}; load "
+            f"average {off['load_average_1min']} -> {on['load_average_1min']}"
+        )
     if args.compare_sandbox:
         none, bwrap = result["none"], result["bwrap"]
         print(
@@ -237,6 +245,12 @@ def add_cli(subparsers) -> None:
         "--compare-sandbox",
         action="store_true",
         help="grade the class twice, without a sandbox and in bwrap, and print seconds per notebook as a ratio",
+    )
+    b.add_argument(
+        "--compare-limits",
+        action="store_true",
+        help="grade the class twice in the same sandbox, without and with the per-notebook limits on the whole "
+        "process tree, and print the CPU seconds as a ratio",
     )
     b.add_argument(
         "--nbgrader",

@@ -21,11 +21,13 @@ never silently: ``NotebookLimits.label`` names the mechanism of each limit, and 
   notebook a user namespace of its own: the limit counts that notebook's processes and threads only. It does not
   hold for root (``kernel/fork.c`` exempts ``INIT_USER``) nor without the sandbox (it would count all of the
   instructor's processes): there the process limit is ``none`` and the label says so. Memory by a watchdog: a
-XX
-  processes every ``WATCH_S`` seconds and, past the limit, kills the largest process below the grading process
-  (as the OOM killer would) until the sum is below it; it also records a run whose processes and threads reached the
-  process limit. Between two samples a tree can hold more: at most ``max_processes`` processes of ``RLIMIT_DATA``
-  (``--memory-mib``) each.
+  thread of the grader sums the anonymous resident memory (``RssAnon`` of ``/proc/<pid>/status``) of the run's
+  processes every ``WATCH_S`` seconds, and when that passes the limit, sums it again with each shared page counted
+  once (``Pss_Anon`` + ``Pss_Shmem`` of ``smaps_rollup``: a forked child shares its parent's pages); past the limit
+  it kills the largest process below the grading process (as the OOM killer would) until the sum is below it. It
+  also records a run whose processes and threads reached the process limit. Between two samples a tree can hold
+  more: at most ``max_processes`` processes of ``RLIMIT_DATA`` (``--memory-mib``) each; the scratch ``tmpfs`` and
+  kernel memory are not counted.
 
 ``RLIMIT_DATA`` (``--memory-mib``) still holds for each process as well (``gradacc.grading.plugin``): one process
 past it gets a ``MemoryError`` instead of being killed.
@@ -121,7 +123,7 @@ class NotebookLimits:
     def label(self) -> str:
         """What a gradebook row records, e.g. ``per notebook: 2048 MiB (cgroup v1), 1024 processes (cgroup v1)``."""
         processes = (
-            "processes not limited (no cgroup, no sandbox)"
+            "processes not limited"
             if self.processes_by == "none"
             else f"{self.max_processes} processes ({self.processes_by})"
         )
@@ -267,8 +269,8 @@ def _remove(folder: Path) -> None:
 
 
 class _Watchdog:
-    """A thread that sums the ``RssAnon`` and counts the threads of every process below ``pid`` every ``WATCH_S``
-    seconds; past ``memory_mib`` it kills the largest process below the grading process (the first process of the
+    """A thread that sums the ``RssAnon`` (past the limit: ``_pss_anon``) and counts the threads of every process
+    below ``pid`` every ``WATCH_S`` seconds; past ``memory_mib`` it kills the largest process below the grading process (the first process of the
     run whose pid in its own namespace is 1, or ``pid`` itself unsandboxed)."""
 
     def __init__(self, pid: int, limits: NotebookLimits) -> None:
