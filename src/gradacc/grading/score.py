@@ -371,7 +371,7 @@ def grade(
     if box.kind == "none":
         log(SANDBOX_NONE_WARNING)
     else:
-        log(f"sandbox: {box.label} per notebook; no network, none of your files")
+        log(f"sandbox per notebook: {box.label}; no network, none of your files")
     if exercises:
         selected = {n: r for n, r in refs.items() if n in exercises}
     elif all_exercises:
