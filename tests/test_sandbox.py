@@ -522,6 +522,8 @@ def test_the_sandbox_refuses_to_show_a_private_folder_and_names_the_fix(tmp_path
     monkeypatch.setattr(sys, "platform", "darwin")
     with pytest.raises(GradingError, match="needs Linux .* not darwin"):
         start_sandbox("bwrap")
+    unlimited = "none; per notebook: memory not limited, processes not limited"  # no /proc: said, never pretended
+    assert start_sandbox("none", memory_mib=512, max_processes=64).label == unlimited
 
 
 # ------------------------------------------------------------------------------------ limits on the whole tree (58)

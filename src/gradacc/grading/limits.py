@@ -108,7 +108,7 @@ class NotebookLimits:
         memory_mib: the most memory (MiB, 2**20 bytes) a run's processes hold together.
         max_processes: the most processes and threads a run has at once (a cgroup's ``pids.max`` and
             ``RLIMIT_NPROC`` both count threads).
-        memory_by: ``"cgroup v2"``, ``"cgroup v1"`` or ``"watchdog"``.
+        memory_by: ``"cgroup v2"``, ``"cgroup v1"``, ``"watchdog"`` or ``"none"`` (not Linux).
         processes_by: ``"cgroup v2"``, ``"cgroup v1"``, ``"RLIMIT_NPROC"`` or ``"none"``.
         parents: controller -> the grader's own cgroup folder, below which each run's cgroup is created.
     """
@@ -127,7 +127,8 @@ class NotebookLimits:
             if self.processes_by == "none"
             else f"{self.max_processes} processes ({self.processes_by})"
         )
-        return f"per notebook: {self.memory_mib} MiB ({self.memory_by}), {processes}"
+        memory = "memory not limited" if self.memory_by == "none" else f"{self.memory_mib} MiB ({self.memory_by})"
+        return f"per notebook: {memory}, {processes}"
 
     def run(self) -> RunLimits:
         """The limits of one run: ``with limits.run() as run: ...`` (creates and removes its cgroups)."""
@@ -380,5 +381,7 @@ def start_limits(memory_mib: int, max_processes: int, sandbox: str) -> NotebookL
                 return limits
             except OSError:
                 pass  # not ours to create: the unprivileged path below
+    if not sys.platform.startswith("linux"):  # no /proc to watch (the bwrap sandbox is Linux-only anyway)
+        return NotebookLimits(memory_mib, max_processes, "none", "none")
     processes = "RLIMIT_NPROC" if sandbox != "none" and os.geteuid() != 0 else "none"
     return NotebookLimits(memory_mib, max_processes, "watchdog", processes)
