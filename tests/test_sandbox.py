@@ -609,12 +609,13 @@ print("RESULT " + json.dumps({"rows": rows, "said": said}))
 """Grades the class in a process of its own (as root, or as an unprivileged user) and prints the rows as JSON."""
 
 
-def _cgroups_left() -> list[str]:
-    """The per-notebook cgroups (``gradacc-*``) below this process's own, in each cgroup hierarchy."""
+def _cgroups_left(grader: int) -> list[str]:
+    """The per-notebook cgroups (``gradacc-<grader>-<n>``) that the grader process ``grader`` created below this
+    process's own cgroup, in each hierarchy, still there."""
     from gradacc.grading.limits import _cgroup_parents
 
     found = _cgroup_parents()
-    return [str(p) for _, parent in (found[1].items() if found else []) for p in parent.glob("gradacc-*")]
+    return [str(p) for _, parent in (found[1].items() if found else []) for p in parent.glob(f"gradacc-{grader}-*")]
 
 
 @pytest.fixture(scope="module")
@@ -665,7 +666,7 @@ def _grade_as_root_and_nobody(root: Path) -> dict:
         results[user] = json.loads(result[len("RESULT ") :])
     for user, result in results.items():  # after both gradings ended
         result["busy_left"] = [p.pid for p in _processes_with(BUSY)]
-        result["cgroups_left"] = _cgroups_left()
+        result["cgroups_left"] = _cgroups_left(started[user].pid)  # its grader's pid: setpriv and sh exec it
         print(user, json.dumps(result, indent=1))
     return results
 
@@ -713,10 +714,13 @@ def test_each_tree_limit_holds_and_the_neighbours_keep_every_point(tree_limited,
     for honest in ("s1-honest", "s4-honest"):
         assert (rows[honest]["status"], rows[honest]["points"]) == ("graded", 5), rows[honest]
 
-    memory = rows["s5-memory"]  # two or more of the four children stopped; 1.1 and 1.2 still answered
+    # the cgroup holds 768 MiB: two children at most; the watchdog kills at its samples (0.5 s apart), down to the
+    # limit as it measured it then: one or two. 1.1 and 1.2 are still answered
+    memory = rows["s5-memory"]
     alive = int(re.search(r"memory: alive (\d) of 4", said["memory"]).group(1))
     print(f"{user}: memory: {alive} of 4 children of 300 MiB alive; {memory['message']}")
-    assert alive <= 2 and (memory["status"], memory["points"]) == ("memory-limit", 5), (said["memory"], memory)
+    assert alive <= (2 if user == "root" else 3), (said["memory"], memory)
+    assert (memory["status"], memory["points"]) == ("memory-limit", 5), memory
     assert "processes together passed its memory limit of 768 MiB; the largest was stopped" in memory["message"]
     assert memory["feedback"][0].startswith("memory-limit: `the notebook's processes together passed"), memory
 

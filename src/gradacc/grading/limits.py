@@ -269,6 +269,18 @@ def _remove(folder: Path) -> None:
     folder.rmdir()
 
 
+def _remove_stale(parent: Path) -> None:
+    """Remove the empty run cgroups (``gradacc-<pid>-<n>``) that a grader killed by ``SIGKILL`` left below
+    ``parent``: those whose grader process ``<pid>`` is gone. A cgroup that still holds a process is left alone."""
+    for folder in parent.glob(f"{_PREFIX}*-*"):
+        pid = folder.name[len(_PREFIX) :].split("-")[0]
+        if not pid.isdigit() or Path(f"/proc/{pid}").exists():
+            continue
+        with contextlib.suppress(OSError):
+            if not (folder / "cgroup.procs").read_text().split():
+                folder.rmdir()
+
+
 class _Watchdog:
     """A thread that sums the ``RssAnon`` (past the limit: ``_pss_anon``) and counts the threads of every process
     below ``pid`` every ``WATCH_S`` seconds; past ``memory_mib`` it kills the largest process below the grading process (the first process of the
@@ -378,9 +390,12 @@ def start_limits(memory_mib: int, max_processes: int, sandbox: str) -> NotebookL
             try:
                 with limits.run():
                     pass
-                return limits
             except OSError:
                 pass  # not ours to create: the unprivileged path below
+            else:
+                for _, parent in limits.parents:
+                    _remove_stale(Path(parent))
+                return limits
     if not sys.platform.startswith("linux"):  # no /proc to watch (the bwrap sandbox is Linux-only anyway)
         return NotebookLimits(memory_mib, max_processes, "none", "none")
     processes = "RLIMIT_NPROC" if sandbox != "none" and os.geteuid() != 0 else "none"
