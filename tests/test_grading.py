@@ -1024,7 +1024,7 @@ def test_a_kernel_that_dies_on_start_up_is_started_again(tmp_path, monkeypatch, 
     assert marker.exists(), "no kernel died: the fault was not injected"
     (row,) = book.rows
     print(f"{exercise}: {row.status} {row.points}/{row.max_points}; {row.message}; log {logged}")
-    assert (row.status, row.points, row.sandbox) == ("graded", row.max_points, "none")
+    assert (row.status, row.points, row.sandbox.split("; ")[0]) == ("graded", row.max_points, "none")
     assert any(line.startswith("warning: --sandbox none: each student's code runs as your user") for line in logged)
     if exercise == "01_small":
         assert any("trying once more with twice the time limits" in line for line in logged)

@@ -33,6 +33,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import hashlib
+import os
 import re
 import socket
 import sys
@@ -58,6 +59,7 @@ SETTINGS = Settings(
     timeout=90, cell_timeout=20, memory_mib=1024, max_output_kib=1024, workers=2, seed=4321, scratch_mib=SCRATCH_MIB
 )
 DAEMON = "gradacc-test-daemon-left-behind"
+BUSY = "gradacc-test-busy-child"
 
 
 FORGE = r'''
@@ -412,8 +414,10 @@ def _row(attacked, student):
 def test_the_correct_neighbour_gets_full_points_in_the_sandbox(attacked, bwrap):
     row = _row(attacked, "alice")
     assert (row.status, row.points, row.checks) == ("graded", 5, {"1.1": 2, "1.2": 3}), row
-    label = f"{bwrap.split(',')[0]}, {SCRATCH_MIB} MiB scratch"  # e.g. bubblewrap 0.8.0, 64 MiB scratch
-    assert re.fullmatch(r"bubblewrap \d+\.\d+\.\d+, 64 MiB scratch", label) and attacked["book"].sandbox == label
+    # e.g. bubblewrap 0.8.0, 64 MiB scratch; per notebook: 1024 MiB (cgroup v1), 1024 processes (cgroup v1)
+    label = attacked["book"].sandbox
+    assert label.startswith(f"{bwrap.split(',')[0]}, {SCRATCH_MIB} MiB scratch; per notebook: 1024 MiB ("), label
+    assert re.fullmatch(r"bubblewrap \d+\.\d+\.\d+, 64 MiB scratch; per notebook: .*", label), label
     assert [r.student for r in attacked["book"].rows if r.sandbox != label] == []  # each row records it
 
 
@@ -514,7 +518,229 @@ def test_the_sandbox_refuses_to_show_a_private_folder_and_names_the_fix(tmp_path
     assert "\n" not in message and "apt-get install bubblewrap" in message and "--sandbox none knowingly" in message
     with pytest.raises(GradingError, match="'podman' is not one of bwrap, none"):
         start_sandbox("podman")
-    assert start_sandbox("none").label == "none"
+    assert start_sandbox("none").label == "none; per notebook: not limited"
     monkeypatch.setattr(sys, "platform", "darwin")
     with pytest.raises(GradingError, match="needs Linux .* not darwin"):
         start_sandbox("bwrap")
+    unlimited = "none; per notebook: memory not limited, processes not limited"  # no /proc: said, never pretended
+    assert start_sandbox("none", memory_mib=512, max_processes=64).label == unlimited
+
+
+# ------------------------------------------------------------------------------------ limits on the whole tree (58)
+LIMITED = dict(
+    timeout=60,
+    cell_timeout=5,
+    memory_mib=768,
+    max_processes=200,
+    max_output_kib=256,
+    workers=2,
+    seed=58,
+    scratch_mib=16,
+)
+"""A class graded with small tree limits: memory 768 MiB, 200 processes and threads, cells of 5 s."""
+TREE_ATTACKS = {
+    # four children touch 300 MiB each (1,200 MiB together, each under --memory-mib), say so through a pipe and wait;
+    # the cell counts them 1.5 s (three of the watchdog's samples) after each said so or was stopped (3 s at most)
+    "memory": """
+import os, select, time
+r, w = os.pipe()
+children = []
+for _ in range(4):
+    pid = os.fork()
+    if pid == 0:
+        data = b"x" * (300 * 2**20)
+        os.write(w, b"1")
+        time.sleep(20)
+        os._exit(0)
+    children.append(pid)
+ready, dead, deadline = 0, set(), time.monotonic() + 3
+while ready + len(dead) < 4 and time.monotonic() < deadline:  # each child touched its memory, or was stopped
+    if select.select([r], [], [], 0.1)[0]:
+        ready += len(os.read(r, 4))
+    dead |= {pid for pid in children if pid not in dead and os.waitpid(pid, os.WNOHANG)[0] == pid}
+time.sleep(1.5)
+alive = [pid for pid in children if pid not in dead and os.waitpid(pid, os.WNOHANG) == (0, 0)]
+print("memory: ready", ready, "alive", len(alive), "of 4")
+for pid in alive:
+    os.kill(pid, 9)
+    os.waitpid(pid, 0)
+""",
+    # up to 2,000 sleeping children, held for 2 s as a fork bomb holds them; the count that started and the error
+    # that stopped the flood
+    "flood": """
+import os, time
+started, error = 0, "none"
+for started in range(2000):
+    try:
+        if os.fork() == 0:
+            time.sleep(30)
+            os._exit(0)
+    except OSError as exc:
+        error = type(exc).__name__
+        break
+else:
+    started = 2000
+print("flood: started", started, error)
+time.sleep(2)
+""",
+    # four busy children, then a wait past the cell timeout
+    "busy": f"""
+import subprocess, sys, time
+busy = [subprocess.Popen([sys.executable, "-c", "while True: pass", {BUSY!r}]) for _ in range(4)]
+print("busy: started", len(busy))
+time.sleep(60)
+""",
+}
+"""Each attack opens its 1.1 answer cell (the right answer follows), as ``_attack`` writes it."""
+GRADE_AND_SAY = r"""
+import json, re, sys
+from pathlib import Path
+import nbformat
+import gradacc.grading.score as score
+from gradacc.grading import Settings, grade
+
+said = {}
+real = score._run_merged
+def recording(nb, *args, **kwargs):
+    run, capture = real(nb, *args, **kwargs)
+    match = re.search(r"# attack: (\w+)", nbformat.writes(nb))
+    if match:
+        said[match.group(1)] = capture["cells"].get("solution:ex-1-1-solution", {}).get("stdout", "")
+    return run, capture
+score._run_merged = recording
+subs, solutions, settings = sys.argv[1:4]
+book = grade(Path(subs), Path(solutions), settings=Settings(**json.loads(settings)), progress=False, log=print)
+rows = {r.student: {k: getattr(r, k) for k in ("status", "points", "checks", "message", "sandbox", "feedback")}
+        for r in book.rows}
+print("RESULT " + json.dumps({"rows": rows, "said": said}))
+"""
+"""Grades the class in a process of its own (as root, or as an unprivileged user) and prints the rows as JSON."""
+
+
+def _cgroups_left(grader: int) -> list[str]:
+    """The per-notebook cgroups (``gradacc-<grader>-<n>``) that the grader process ``grader`` created below this
+    process's own cgroup, in each hierarchy, still there."""
+    from gradacc.grading.limits import _cgroup_parents
+
+    found = _cgroup_parents()
+    return [str(p) for _, parent in (found[1].items() if found else []) for p in parent.glob(f"gradacc-{grader}-*")]
+
+
+@pytest.fixture(scope="module")
+def tree_limited():
+    """The class (two honest students, the three attacks) graded as root (a cgroup per notebook) and as ``nobody``
+    (``RLIMIT_NPROC`` and the watchdog): ``{"root": ..., "nobody": ...}``, each with rows, what each attack saw,
+    the busy children found after grading, and the cgroups left."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="gradacc-test-limits-") as tmp:  # pytest's is private to root
+        yield _grade_as_root_and_nobody(Path(tmp))
+
+
+def _grade_as_root_and_nobody(root: Path) -> dict:
+    import json
+    import subprocess
+
+    root.chmod(0o755)
+    solutions = root / "solutions"
+    _write(small_solution_01(), solutions / "01_small.ipynb")
+    exercise = generate_exercise(small_solution_01())
+    right = {"ex-1-1-solution": WEIGHTED, "ex-1-2-solution": ACCUMULATED}
+    # honest students before and after the attackers: each attacker runs beside one of them
+    students = {"s1-honest": right, "s4-honest": right}
+    for number, (name, body) in zip((2, 3, 5), sorted(TREE_ATTACKS.items()), strict=True):
+        students[f"s{number}-{name}"] = {**right, "ex-1-1-solution": _attack(name, body)}
+    started = {}
+    for user in ("root", "nobody"):  # both at once, each with its own class: the machine is busier, as in a suite
+        subs = root / user / "submissions"
+        for student, answers in students.items():
+            _write(_answered(exercise, answers), subs / student / "01_small.ipynb")
+        home = root / user / "home"
+        home.mkdir()
+        command = [sys.executable, "-c", GRADE_AND_SAY, str(subs), str(solutions), json.dumps(LIMITED)]
+        env = {**os.environ, "HOME": str(home), "TMPDIR": str(home)}
+        if user == "nobody":  # an unprivileged grader: no cgroup it may create, bubblewrap in a user namespace
+            for path in [root / user, *(root / user).rglob("*")]:  # its class and HOME; the rest is readable
+                os.chown(path, 65534, 65534)
+            command = [*_as_nobody(root), *command]
+        started[user] = subprocess.Popen(
+            command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=home
+        )
+    results = {}
+    for user, process in started.items():
+        stdout, stderr = process.communicate(timeout=600)
+        result = next((line for line in stdout.splitlines() if line.startswith("RESULT ")), None)
+        assert process.returncode == 0 and result, (user, stdout[-3000:], stderr[-3000:])
+        results[user] = json.loads(result[len("RESULT ") :])
+    for user, result in results.items():  # after both gradings ended
+        result["busy_left"] = [p.pid for p in _processes_with(BUSY)]
+        result["cgroups_left"] = _cgroups_left(started[user].pid)  # its grader's pid: setpriv and sh exec it
+        print(user, json.dumps(result, indent=1))
+    return results
+
+
+def _as_nobody(root: Path) -> list[str]:
+    """The command prefix that runs a command as ``nobody`` (uid 65534, no capabilities, no groups). Where this
+    Python lives below a folder others may not enter (``/root/.pyenv`` here), a mount namespace of the command's own
+    puts a tmpfs over that folder with only the Python installation bound back in it, at the same path."""
+    assert os.geteuid() == 0, "the unprivileged grader is started by root (CI's case)"
+    python = Path(os.path.realpath(sys.base_prefix))
+    closed = next((p for p in reversed(python.parents) if p != Path("/") and not p.stat().st_mode & 0o001), None)
+    nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all", "--"]
+    if closed is None:
+        return nobody
+    staged = root / "python"
+    staged.mkdir()
+    script = (
+        f"mount --bind {python} {staged} && mount -t tmpfs -o mode=755,size=1m tmpfs {closed} && "
+        f'mkdir -p {python} && mount --bind {staged} {python} && exec "$@"'
+    )
+    return ["unshare", "--mount", "--propagation", "private", "sh", "-c", script, "as-nobody", *nobody]
+
+
+def _processes_with(marker: str) -> list[psutil.Process]:
+    found = []
+    for process in psutil.process_iter(["cmdline"]):
+        with contextlib.suppress(psutil.Error):
+            if marker in (process.info["cmdline"] or []):
+                found.append(process)
+    return found
+
+
+@pytest.mark.parametrize("user", ["root", "nobody"])
+def test_each_tree_limit_holds_and_the_neighbours_keep_every_point(tree_limited, user):
+    """As root, a cgroup per notebook (v1 here, as in CI); as an unprivileged user, RLIMIT_NPROC in the sandbox's
+    user namespace and the watchdog. The settings column names which held; honest neighbours keep 5 of 5."""
+    result = tree_limited[user]
+    rows, said = result["rows"], result["said"]
+    held = (
+        "per notebook: 768 MiB (cgroup v1), 200 processes (cgroup v1)"
+        if user == "root"
+        else "per notebook: 768 MiB (watchdog), 200 processes (RLIMIT_NPROC)"
+    )
+    assert all(row["sandbox"].endswith(f"; {held}") for row in rows.values()), rows
+    for honest in ("s1-honest", "s4-honest"):
+        assert (rows[honest]["status"], rows[honest]["points"]) == ("graded", 5), rows[honest]
+
+    # the cgroup stops the children as they touch their memory past 768 MiB (two of 300 MiB fit); the watchdog at
+    # its samples (0.5 s apart), so how many it stops depends on how far each child got then: at least one
+    memory = rows["s5-memory"]
+    ready, alive = map(int, re.search(r"memory: ready (\d) alive (\d) of 4", said["memory"]).groups())
+    print(f"{user}: memory: {ready} of 4 children touched 300 MiB, {alive} alive 1.5 s later; {memory['message']}")
+    assert alive <= (2 if user == "root" else 3), (said["memory"], memory)
+    assert (memory["status"], memory["points"]) == ("memory-limit", 5), memory
+    assert "processes together passed its memory limit of 768 MiB; the largest was stopped" in memory["message"]
+    assert memory["feedback"][0].startswith("memory-limit: `the notebook's processes together passed"), memory
+
+    flood = rows["s3-flood"]  # fork refused near 200 (the runner's and the kernel's threads count too)
+    started, error = re.search(r"flood: started (\d+) (\w+)", said["flood"]).groups()
+    print(f"{user}: flood: {started} children started, then {error}; {flood['message']}")
+    assert error == "BlockingIOError" and 100 < int(started) < 200, said["flood"]
+    assert (flood["status"], flood["points"]) == ("process-limit", 5), flood
+    assert "reached its limit of 200 processes and threads; no more could start" in flood["message"], flood
+    assert flood["feedback"][0].startswith("process-limit: `the notebook reached its limit of 200"), flood
+
+    busy = rows["s2-busy"]  # interrupted at the cell timeout: 1.1 undefined, 1.2 passes; no child outlived it
+    assert "busy: started 4" in said["busy"], said["busy"]
+    assert (busy["status"], busy["points"], busy["checks"]) == ("timeout", 3, {"1.1": 0, "1.2": 3}), busy
+    assert result["busy_left"] == [] and result["cgroups_left"] == [], result

@@ -115,6 +115,7 @@ def run_nbval(
     python: str | None = None,
     wrap=None,
     tree_memory: bool = False,
+    watch=None,
 ) -> NbvalRun:
     """Run ``pytest --nbval`` (or ``--nbval-lax``) on one notebook in a separate process.
 
@@ -179,6 +180,7 @@ def run_nbval(
         finally:
             os.close(write_end)  # the runner's copy is the only one: the pipe ends when the runner does
         sampler = _TreeSampler(proc.pid) if tree_memory else None
+        watcher = watch(proc.pid) if watch is not None else None
         with proc.stdout:
             pipes = _Pipes(proc, read_end, max_output_bytes)
             timed_out = pipes.read(timeout)
@@ -186,6 +188,8 @@ def run_nbval(
                 _kill_tree(proc.pid)
                 pipes.read(5)
             proc.wait()
+        if watcher is not None:
+            watcher.stop()
     wall = time.perf_counter() - start
     cells, peak_kib, cpu_s, reports = _read_report(bytes(pipes.kept["report"]))
     return NbvalRun(

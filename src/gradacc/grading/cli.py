@@ -8,7 +8,7 @@ import os
 import sys
 from pathlib import Path
 
-from .bench import bench_grading, bench_sandbox, write_class
+from .bench import bench_grading, bench_limits, bench_sandbox, write_class
 from .discover import hidden_from_args
 from .gradebook import GradingError, Settings
 from .sandbox import SANDBOX_NONE_WARNING, SANDBOXES
@@ -31,6 +31,8 @@ def _settings_from(args: argparse.Namespace) -> Settings:
         seed=args.seed,
         sandbox=args.sandbox,
         scratch_mib=args.scratch_mib,
+        max_processes=args.max_processes,
+        notebook_limits=not args.no_notebook_limits,
     )
 
 
@@ -97,7 +99,7 @@ def _cmd_grade(args: argparse.Namespace) -> int:
         counts[r.status] = counts.get(r.status, 0) + 1
     if not args.quiet:
         _summary(book, counts, out, feedback)
-    if book.sandbox == "none":
+    if book.sandbox.split("; ")[0] == "none":  # the label goes on with the tree's limits (gradacc.grading.limits)
         print(SANDBOX_NONE_WARNING, file=sys.stderr)
     if counts.get("grader-error"):
         n = counts["grader-error"]
@@ -125,7 +127,7 @@ def _summary(book, counts: dict[str, int], out: Path, feedback: Path | None) -> 
     rss_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux reports KiB
     print(
         f"wrote {out}: {len(book.rows)} rows ({summary}) in {book.wall_s:.1f} s; hidden-check seed {book.seed}; "
-        f"grader peak RSS {rss_mib:.0f} MiB (each notebook runs in its own limited process); sandbox {book.sandbox}"
+        f"grader peak RSS {rss_mib:.0f} MiB (each notebook runs in its own limited processes); sandbox {book.sandbox}"
     )
     if feedback:
         print(f"wrote feedback for {len({r.student for r in book.rows if r.student})} students to {feedback}")
@@ -154,13 +156,21 @@ def _cmd_bench(args: argparse.Namespace) -> int:
                 python=args.nbgrader_python,
             )
         else:
-            bench = bench_sandbox if args.compare_sandbox else bench_grading
+            bench = bench_sandbox if args.compare_sandbox else bench_limits if args.compare_limits else bench_grading
             hidden, settings = hidden_from_args(args), _settings_from(args)
             result = bench(Path(args.reference), args.exercise, args.n, hidden=hidden, settings=settings)
     except (GradingError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     print(json.dumps(result))
+    if args.compare_limits and not args.compare_sandbox and not args.nbgrader:
+        off, on = result["off"], result["on"]
+        print(
+            f"CPU seconds of the notebooks {off['cpu_s']} without the tree limits, {on['cpu_s']} with "
+            f"({on['sandbox'].split('; ')[-1]}): ratio {result['cpu_ratio']}; the grader's own {off['grader_cpu_s']} "
+            f"-> {on['grader_cpu_s']}; seconds per notebook {off['per_notebook_s']} -> {on['per_notebook_s']}; load "
+            f"average {off['load_average_1min']} -> {on['load_average_1min']}"
+        )
     if args.compare_sandbox:
         none, bwrap = result["none"], result["bwrap"]
         print(
@@ -179,7 +189,25 @@ def _limits(p: argparse.ArgumentParser) -> None:
     p.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="notebooks at once (default: cores)")
     p.add_argument("--timeout", type=float, default=300, help="seconds per notebook (default 300)")
     p.add_argument("--cell-timeout", type=float, default=120, help="seconds per cell (default 120)")
-    p.add_argument("--memory-mib", type=int, default=2048, help="memory limit per process in MiB (default 2048)")
+    p.add_argument(
+        "--memory-mib",
+        type=int,
+        default=2048,
+        help="memory limit of each notebook's whole process tree (its kernel and every process it starts) in MiB, "
+        "also each process's own limit (default 2048)",
+    )
+    p.add_argument(
+        "--max-processes",
+        type=int,
+        default=1024,
+        help="processes and threads of each notebook's tree at once (default 1024)",
+    )
+    p.add_argument(
+        "--no-notebook-limits",
+        action="store_true",
+        help="enforce --memory-mib per process only and no process limit (to measure what the tree limits cost); "
+        "the gradebook's sandbox column says so",
+    )
     p.add_argument("--max-output-kib", type=int, default=2048, help="output cap per notebook in KiB (default 2048)")
     p.add_argument("--seed", type=int, help="seed of the hidden checks' inputs (default: random per run)")
     p.add_argument(
@@ -249,6 +277,12 @@ def add_cli(subparsers) -> None:
         "--compare-sandbox",
         action="store_true",
         help="grade the class twice, without a sandbox and in bwrap, and print seconds per notebook as a ratio",
+    )
+    b.add_argument(
+        "--compare-limits",
+        action="store_true",
+        help="grade the class twice in the same sandbox, without and with the per-notebook limits on the whole "
+        "process tree, and print the CPU seconds as a ratio",
     )
     b.add_argument(
         "--nbgrader",

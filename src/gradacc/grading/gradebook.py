@@ -38,7 +38,14 @@ STATUSES: dict[str, str] = {
     "crashed": N_(
         "the kernel died (killed itself, segfault) or the grading process failed; points: checks passed before"
     ),
-    "memory-limit": N_("a cell ran out of the --memory-mib limit (MemoryError); points: checks passed anyway"),
+    "memory-limit": N_(
+        "the notebook's processes together, or one of them, passed the --memory-mib limit (a process killed, or "
+        "MemoryError); points: checks passed anyway"
+    ),
+    "process-limit": N_(
+        "the notebook's processes and threads reached the --max-processes limit (no more could start); points: "
+        "checks passed anyway"
+    ),
     "output-limit": N_(
         "the notebook printed more than --max-output-kib; the kernel was stopped; points: checks passed before"
     ),
@@ -65,6 +72,7 @@ STATUS_NAMES: dict[str, str] = {
     "timeout": N_("timeout"),
     "crashed": N_("crashed"),
     "memory-limit": N_("memory-limit"),
+    "process-limit": N_("process-limit"),
     "output-limit": N_("output-limit"),
     "invalid-notebook": N_("invalid-notebook"),
     "refused-file": N_("refused-file"),
@@ -95,7 +103,12 @@ class Settings:
     Attributes:
         timeout: wall-clock seconds per notebook (the nbval process and its kernel are killed after it).
         cell_timeout: seconds per cell (nbval interrupts the kernel; the next cells still run).
-        memory_mib: ``RLIMIT_DATA`` of the nbval process and its kernel, in MiB (2**20 bytes); each has its own.
+        memory_mib: the memory of one notebook's whole process tree (its grading process, kernel and every process
+            they start), in MiB (2**20 bytes), and the ``RLIMIT_DATA`` of each of its processes
+            (``gradacc.grading.limits``).
+        max_processes: the processes and threads of one notebook's tree at once (``gradacc.grading.limits``).
+        notebook_limits: enforce ``memory_mib`` and ``max_processes`` on the whole tree (default); ``False`` leaves
+            the per-process limits only (to measure what the tree limits cost).
         max_output_kib: all outputs of one notebook together, in KiB; the kernel is stopped past it.
         workers: notebooks run at the same time (default: the number of cores).
         seed: seed of the hidden checks' inputs (default: a fresh random one per grading run).
@@ -113,9 +126,12 @@ class Settings:
     file_mib: int = 256
     sandbox: str = "bwrap"
     scratch_mib: int = 256
+    max_processes: int = 1024
+    notebook_limits: bool = True
 
     def __post_init__(self) -> None:
-        for name in ("timeout", "cell_timeout", "memory_mib", "max_output_kib", "workers", "file_mib", "scratch_mib"):
+        for name in ("timeout", "cell_timeout", "memory_mib", "max_output_kib", "workers", "file_mib", "scratch_mib",
+                     "max_processes"):  # fmt: skip
             if not getattr(self, name) > 0:
                 raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
 

@@ -4,7 +4,8 @@
 unless the environment variable ``GRADACC_GRADING`` holds its settings (JSON), which it removes before the kernel
 starts. In that process, before the kernel exists, it:
 
-* sets resource limits that the kernel inherits: ``RLIMIT_DATA`` (memory: heap and private mappings, in bytes; Linux
+* sets resource limits that the kernel inherits: ``RLIMIT_NPROC`` where the grader enforces the notebook's process
+  limit with it (``gradacc.grading.limits``), ``RLIMIT_DATA`` (memory: heap and private mappings, in bytes; Linux
   counts anonymous ``mmap`` in it since 4.7, so numpy and torch allocations fail with ``MemoryError`` /
   ``RuntimeError: ... can't allocate memory`` instead of swapping the machine), ``RLIMIT_FSIZE`` (largest file the
   kernel may write) and ``RLIMIT_CORE = 0``;
@@ -98,7 +99,9 @@ def _patch_nbval() -> None:
     def start_quiet_kernel(*args, **kwargs):
         kwargs["stdout"] = open(os.devnull, "w")  # noqa: SIM115 - the kernel process keeps it
         kwargs["stderr"] = open(os.devnull, "w")  # noqa: SIM115
-        return start_new_kernel(*args, **kwargs)
+        manager, client = start_new_kernel(*args, **kwargs)
+        _first_for_the_oom_killer(manager)
+        return manager, client
 
     nbval.kernel.start_new_kernel = start_quiet_kernel
     kernel_class = nbval.kernel.RunningKernel
@@ -169,6 +172,19 @@ def _patch_nbval() -> None:
     cell_class.runtest = patched_runtest
 
 
+def _first_for_the_oom_killer(manager) -> None:
+    """Raise the kernel's ``oom_score_adj`` to 1000 (its children inherit it): past a notebook's cgroup memory limit
+    the OOM killer takes the submission's processes before this grading process, which then reports the cells that
+    passed. Raising it needs no privilege; where ``/proc`` refuses, nothing changes."""
+    process = getattr(getattr(manager, "provisioner", None), "process", None)
+    if process is not None and sys.platform.startswith("linux"):
+        try:
+            with open(f"/proc/{process.pid}/oom_score_adj", "w") as f:
+                f.write("1000")
+        except OSError:
+            pass
+
+
 def _summarize(outputs: list) -> dict:
     cap = _settings["text_bytes"]
     stdout, stderr, error = [], [], None
@@ -210,6 +226,8 @@ def pytest_configure(config) -> None:
         resource.setrlimit(resource.RLIMIT_DATA, (_settings["memory_bytes"], _settings["memory_bytes"]))
     resource.setrlimit(resource.RLIMIT_FSIZE, (_settings["file_bytes"], _settings["file_bytes"]))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    if _settings.get("max_processes"):  # counted per user namespace: the sandbox's processes and threads only
+        resource.setrlimit(resource.RLIMIT_NPROC, (_settings["max_processes"], _settings["max_processes"]))
     _patch_nbval()
 
 

@@ -5,6 +5,7 @@ text.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import tempfile
@@ -15,6 +16,7 @@ import nbformat
 
 from ..course.nbval_run import NbvalRun, run_nbval
 from .gradebook import GradingError, Reference, Settings
+from .limits import RunLimits
 from .merge import merge_submission
 from .sandbox import Sandbox
 
@@ -30,7 +32,11 @@ def _run_merged(nb, name: str, settings: Settings, box: Sandbox, language: str =
     from .plugin import ENV
 
     threads = str(max(1, (os.cpu_count() or 1) // settings.workers))
-    with tempfile.TemporaryDirectory(prefix=f"gradacc-grade-{os.getpid()}-", ignore_cleanup_errors=True) as tmp:
+    limits = box.limits.run() if box.limits is not None else contextlib.nullcontext()
+    with (
+        tempfile.TemporaryDirectory(prefix=f"gradacc-grade-{os.getpid()}-", ignore_cleanup_errors=True) as tmp,
+        limits as tree,
+    ):
         path = Path(tmp) / f"{name}.ipynb"
         path.write_text(nbformat.writes(nb), encoding="utf-8")
         plugin = {
@@ -41,6 +47,8 @@ def _run_merged(nb, name: str, settings: Settings, box: Sandbox, language: str =
             # unsandboxed, the runner dies with the grader by PR_SET_PDEATHSIG; in a sandbox bwrap's
             # --die-with-parent does it (and the runner's parent is the namespace's init, not the grader)
             "grader_pid": os.getpid() if box.kind == "none" else None,
+            # the tree's processes where no cgroup counts them: RLIMIT_NPROC in the sandbox's user namespace
+            "max_processes": tree.nproc if tree is not None else None,
         }
         env = {
             ENV: json.dumps(plugin),
@@ -59,9 +67,19 @@ def _run_merged(nb, name: str, settings: Settings, box: Sandbox, language: str =
             env=env,
             extra_args=("-p", "gradacc.grading.plugin", "-p", "nbval.plugin", "--noconftest"),
             max_output_bytes=settings.max_output_kib * 2**10 + 2**16,
-            wrap=None if box.kind == "none" else lambda argv, env_: box.wrap(argv, env_, Path(tmp)),
+            wrap=lambda argv, env_: _wrap(box, tree, argv, env_, Path(tmp)),
+            watch=tree.watch if tree is not None else None,
         )
-        return run, _capture(run.reports)
+        capture = _capture(run.reports)
+        capture["events"] += tree.events() if tree is not None else []
+        return run, capture
+
+
+def _wrap(box: Sandbox, tree: RunLimits | None, argv: list[str], env: dict, workdir: Path) -> tuple[list, dict]:
+    """The run's command: in ``box`` (``bwrap``; unsandboxed, the grader's environment plus ``env``), started inside
+    the run's cgroups when ``tree`` has them."""
+    argv, env = box.wrap(argv, env, workdir)
+    return (tree.wrap(argv) if tree is not None else argv), env
 
 
 def _capture(reports: list[dict]) -> dict:

@@ -25,7 +25,8 @@ command of one grading run (``pytest --nbval-lax`` and, under it, the kernel) in
   namespaces (``--disable-userns``), its own session (``--new-session``), IPC, UTS and cgroup namespaces; the
   environment is cleared to ``PASSED_ENV`` (no tokens or keys of the instructor's shell);
 * the limits of ``gradacc.grading.plugin`` (``RLIMIT_DATA``, ``RLIMIT_FSIZE``, output cap, timeouts) as before:
-  rlimits are inherited through ``bwrap``.
+  rlimits are inherited through ``bwrap``; and the whole tree's memory and processes (``gradacc.grading.limits``:
+  a cgroup per notebook, or ``RLIMIT_NPROC`` in this user namespace and a watchdog), named in ``Sandbox.label``.
 
 Why bubblewrap (Debian package ``bubblewrap``, https://github.com/containers/bubblewrap): it is the unprivileged
 sandbox that Flatpak is built on; it needs no daemon, no root and no image (the grader's own Python environment is
@@ -49,6 +50,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .gradebook import GradingError
+from .limits import NotebookLimits, start_limits
 
 __all__ = ["SANDBOXES", "SANDBOX_NONE_WARNING", "PASSED_ENV", "ETC_FILES", "Sandbox", "start_sandbox"]
 
@@ -97,6 +99,7 @@ class Sandbox:
         scratch_mib: size of the writable ``tmpfs`` of one run, in MiB (2**20 bytes); 0 for ``none``.
         tool: the ``bwrap`` executable; ``version``: what ``bwrap --version`` printed.
         readable: host folders and files bound read-only into every run (besides ``/usr`` and ``/etc`` files).
+        limits: the whole tree's memory and process limits and how they are enforced here (``None``: not limited).
     """
 
     kind: str
@@ -104,11 +107,14 @@ class Sandbox:
     tool: str = ""
     version: str = ""
     readable: tuple[str, ...] = ()
+    limits: NotebookLimits | None = None
 
     @property
     def label(self) -> str:
-        """What a gradebook row records: ``bubblewrap 0.8.0, 256 MiB scratch`` or ``none``."""
-        return "none" if self.kind == "none" else f"{self.version}, {self.scratch_mib} MiB scratch"
+        """What a gradebook row records: ``bubblewrap 0.8.0, 256 MiB scratch`` or ``none``, then the limits that
+        held (``; per notebook: 2048 MiB (cgroup v1), 1024 processes (cgroup v1)``, ``NotebookLimits.label``)."""
+        isolation = "none" if self.kind == "none" else f"{self.version}, {self.scratch_mib} MiB scratch"
+        return f"{isolation}; {self.limits.label if self.limits else 'per notebook: not limited'}"
 
     def wrap(self, argv: Sequence[str], env: Mapping[str, str], workdir: Path) -> tuple[list[str], dict[str, str]]:
         """The command and environment that run ``argv`` (with ``env`` added to the kept variables) in this sandbox.
@@ -171,9 +177,16 @@ def _python_paths(python: str) -> list[str]:
 
 
 def start_sandbox(
-    kind: str, scratch_mib: int = 256, *, private: Iterable[Path] = (), python: str | None = None
+    kind: str,
+    scratch_mib: int = 256,
+    *,
+    private: Iterable[Path] = (),
+    python: str | None = None,
+    memory_mib: int | None = None,
+    max_processes: int | None = None,
 ) -> Sandbox:
-    """Check that ``kind`` works here and return it.
+    """Check that ``kind`` works here and return it, with the whole tree's limits (``memory_mib`` and
+    ``max_processes``; not limited when either is ``None``) as ``gradacc.grading.limits.start_limits`` enforces them.
 
     Args:
         kind: ``"bwrap"`` or ``"none"``.
@@ -188,8 +201,9 @@ def start_sandbox(
     """
     if kind not in SANDBOXES:
         raise GradingError(f"--sandbox {kind!r} is not one of {', '.join(SANDBOXES)}")
+    limits = None if memory_mib is None or max_processes is None else start_limits(memory_mib, max_processes, kind)
     if kind == "none":
-        return Sandbox("none")
+        return Sandbox("none", limits=limits)
     if not scratch_mib > 0:
         raise GradingError(f"--scratch-mib must be > 0, got {scratch_mib}")
     knowingly = "or grade with --sandbox none knowingly (each student's code then runs as your user)"
@@ -213,7 +227,7 @@ def start_sandbox(
                     f"the sandbox would show {path} (a folder of the grading Python: sys.path or PYTHONPATH) and with "
                     f"it {secret}: move the course's environment out of that folder or take it off PYTHONPATH"
                 )
-    box = Sandbox("bwrap", scratch_mib, tool, version or "bwrap", tuple(readable))
+    box = Sandbox("bwrap", scratch_mib, tool, version or "bwrap", tuple(readable), limits)
     with tempfile.TemporaryDirectory(prefix="gradacc-sandbox-check-") as tmp:
         args, env = box.wrap([python, "-c", "import sys; print(sys.version_info[0])"], {}, Path(tmp))
         done = subprocess.run(args, env=env, capture_output=True, text=True, timeout=120)

@@ -178,6 +178,9 @@ def _score(
             mib=f"{run.output_bytes / 2**20:.1f}",
             kib=settings.max_output_kib,
         )
+    elif kinds & {"memory-limit", "process-limit"}:  # the whole tree's limits (gradacc.grading.limits)
+        row.status = "memory-limit" if "memory-limit" in kinds else "process-limit"
+        status_message = _limit_message(row.status, settings)
     elif "kernel-died" in kinds:
         row.status = "crashed"
         where = next((e.get("cell") for e in events if e.get("kind") == "kernel-died"), last[0])
@@ -206,8 +209,22 @@ def _score(
     if status_message and run.returncode != -9:
         name = translate(STATUS_NAMES[row.status], lang)
         row.feedback.insert(0, f"{name}: `{_code(status_message.into(lang))}`")
-    row.message = "; ".join(filter(None, [str(status_message)] + failures + [row.message]))
+    held = [e.get("detail", "") for e in events if e.get("kind") in ("memory-limit", "process-limit")]
+    row.message = "; ".join(filter(None, [str(status_message), *held] + failures + [row.message]))
     row.seconds, row.peak_mib = run.wall_s, run.peak_mib
+
+
+def _limit_message(status: str, settings: Settings) -> Message:
+    """What a row held back by its notebook's memory or process limit says (``gradacc.grading.limits``)."""
+    if status == "memory-limit":
+        return Message(
+            N_("the notebook's processes together passed its memory limit of {mib} MiB; the largest was stopped"),
+            mib=settings.memory_mib,
+        )
+    return Message(
+        N_("the notebook reached its limit of {count} processes and threads; no more could start"),
+        count=settings.max_processes,
+    )
 
 
 def died_before_any_cell(run: NbvalRun, capture: dict) -> bool:
@@ -350,11 +367,20 @@ def grade(
     refs = load_references(reference, hidden, exercises)
     found = discover(submissions, refs)
     secret = [Path(submissions), Path(reference), *([Path(hidden)] if hidden else []), *private]
-    box = start_sandbox(settings.sandbox, settings.scratch_mib, private=secret + ([journal] if journal else []))
+    box = start_sandbox(
+        settings.sandbox,
+        settings.scratch_mib,
+        private=secret + ([journal] if journal else []),
+        **(
+            {"memory_mib": settings.memory_mib, "max_processes": settings.max_processes}
+            if settings.notebook_limits
+            else {}
+        ),
+    )
     if box.kind == "none":
         log(SANDBOX_NONE_WARNING)
     else:
-        log(f"sandbox: {box.label} per notebook; no network, none of your files")
+        log(f"sandbox per notebook: {box.label}; no network, none of your files")
     if exercises:
         selected = {n: r for n, r in refs.items() if n in exercises}
     elif all_exercises:

@@ -51,7 +51,17 @@ __all__ = [
     "add_cli",
 ]
 
-_LIMITS = ("timeout", "cell_timeout", "memory_mib", "max_output_kib", "file_mib", "sandbox", "scratch_mib")
+_LIMITS = (
+    "timeout",
+    "cell_timeout",
+    "memory_mib",
+    "max_output_kib",
+    "file_mib",
+    "sandbox",
+    "scratch_mib",
+    "max_processes",
+    "notebook_limits",
+)
 """The settings that can change a row (``workers`` cannot: it only sets how many notebooks run at once)."""
 
 
