@@ -129,7 +129,11 @@ def step_pair(effective, n1, acts, temps, forward=0.0, **parts):
     whatever the order of the operations)."""
     return tuple(
         timeline_from_parts(
-            n, effective // n, **parts, activations=acts * effective / n, temporaries=temps * effective / n,
+            n,
+            effective // n,
+            **parts,
+            activations=acts * effective / n,
+            temporaries=temps * effective / n,
             forward_scratch=forward * effective / n,
         )  # fmt: skip
         for n in (n1, 2 * n1)

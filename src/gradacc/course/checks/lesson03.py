@@ -362,14 +362,16 @@ def check_peak_for_n(peak_for_n: Callable) -> None:
     peak is in ``optimizer.step()``, each at an N above and below the two; N < 2 raises ``ValueError``."""
     parts = {"parameters": 4.0, "gradients": 4.0, "optimizer_state": 8.0, "other": 1.0}
 
-    def pair(
-        n1: int, n2: int, effective: int, acts: float, temps: float, forward: float = 0.0, **rest: float
-    ) -> tuple:
+    def pair(n1: int, n2: int, effective: int, acts: float, temps: float, forward: float = 0.0, **rest: float) -> tuple:
         """Two timelines of one step; ``acts``, ``temps`` and ``forward`` (the forward pass's scratch) in MiB per
         sample."""
         return tuple(
             timeline_from_parts(
-                n, effective // n, **rest, activations=acts * effective / n, temporaries=temps * effective / n,
+                n,
+                effective // n,
+                **rest,
+                activations=acts * effective / n,
+                temporaries=temps * effective / n,
                 forward_scratch=forward * effective / n,
             )  # fmt: skip
             for n in (n1, n2)
