@@ -497,6 +497,8 @@ def test_a_tracker_around_one_micro_step_misses_exactly_the_gradient_buffer():
     assert spans.window_rise_mib - spans.micro_step_rise_mib[-1] == pytest.approx(param_mib, abs=1e-3)
     assert spans.peak_mib == pytest.approx(measure_config(config, 4, method="storages", device="cpu").peak_mib)
     assert spans.peak_mib - spans.start_mib == pytest.approx(spans.window_rise_mib)
+    # a tracker of each segment's net change sees the buffer once, in micro-step 1 (tt-train before tt-metal#50909)
+    assert spans.micro_step_net_mib == [pytest.approx(param_mib, abs=1e-3)] + [pytest.approx(0.0, abs=1e-3)] * 3
     single = spans_config(config, 1)  # N = 1: one micro-step, which writes the buffer while freeing activations
     assert single.micro_step_rise_mib == [pytest.approx(single.window_rise_mib)]
 
