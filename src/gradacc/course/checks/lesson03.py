@@ -382,8 +382,8 @@ def check_peak_for_n(peak_for_n: Callable) -> None:
                 weight_gradient=2.0)  # fmt: skip
     small = StepConfig(width=128, depth=2, effective_batch_size=512)
     real = tuple(timeline_config(small, n, device="cpu") for n in (4, 8))
-    teacher = pair(4, 8, 256, 1 / 16, 1 / 32, 1 / 4, **parts, step_scratch=2.0, weight_gradient=1.0)
-    cases = [(real, (2, 64)), (bound, (2, 16, 256)), (teacher, (2, 16)), (flat, (2, 32))]
+    teacher = pair(4, 16, 256, 1 / 16, 1 / 32, 1 / 4, **parts, step_scratch=1.5, weight_gradient=1.0)
+    cases = [(real, (2, 64)), (bound, (2, 16, 256)), (teacher, (2, 32)), (flat, (2, 32))]
 
     def body() -> str | None:
         for (first, second), ns in cases:
