@@ -123,12 +123,18 @@ def show_timelines(label, first, second, ns):
     print(f"{label} (measured at N = {first.accum_steps} and {second.accum_steps}): " + "; ".join(results))
 
 
-def step_pair(effective, n1, acts, temps, **parts):
-    """Two timelines of one step, at N = n1 and 2 x n1 (``acts``, ``temps``: MiB per sample; every value a dyadic
-    fraction, so each operation's line is exact in floating point whatever the order of the operations)."""
+def step_pair(effective, n1, acts, temps, forward=0.0, **parts):
+    """Two timelines of one step, at N = n1 and 2 x n1 (``acts``, ``temps``, ``forward`` (the forward pass's
+    scratch): MiB per sample; every value a dyadic fraction, so each operation's line is exact in floating point
+    whatever the order of the operations)."""
     return tuple(
         timeline_from_parts(
-            n, effective // n, **parts, activations=acts * effective / n, temporaries=temps * effective / n
+            n,
+            effective // n,
+            **parts,
+            activations=acts * effective / n,
+            temporaries=temps * effective / n,
+            forward_scratch=forward * effective / n,
         )  # fmt: skip
         for n in (n1, 2 * n1)
     )
@@ -155,3 +161,15 @@ flat = step_pair(
     other=eighths(0, 2), step_scratch=(acts + temps) * 128 + 1 + eighths(1, 4), weight_gradient=eighths(0, 1),
 )  # fmt: skip
 show_timelines("flat", *flat, (2, rng.choice([16, 64]), rng.choice([1, 0, -2])))
+
+# A step whose peak is in the forward pass (a frozen teacher's activations, per sample above the student's activations
+# and temporaries together): from micro-batches of 16 on it beats both the backward pass (by >= 1/64 MiB per sample)
+# and optimizer.step() (its scratch <= 25/8 MiB < 17/64 x 16); at micro-batches of 1 optimizer.step() holds it (its
+# scratch >= 9/8 MiB, above the weight gradient's operation, <= 1 + 1/32 MiB).
+acts, temps = rng.randint(1, 8) / 64, rng.randint(1, 8) / 64
+effective, n1 = rng.choice([256, 512, 1024]), rng.choice([2, 4, 8])
+teacher = step_pair(
+    effective, n1, acts, temps, rng.randint(17, 32) / 64, parameters=params, gradients=params,
+    optimizer_state=2 * params, other=eighths(0, 2), step_scratch=9 / 8 + eighths(0, 2), weight_gradient=eighths(0, 1),
+)  # fmt: skip
+show_timelines("forward-bound", *teacher, (2 if n1 > 2 else 16, effective // 32, effective))

@@ -200,3 +200,20 @@ def peak_for_n(first, second, accum_steps):
     b = b1 * first.accum_steps / accum_steps
     points = zip(last_micro_step(first), last_micro_step(second), strict=True)
     return max(p1 + (p2 - p1) / (b2 - b1) * (b - b1) for p1, p2 in points), "micro-step"
+
+
+# %% 3.5 only the last micro-step's backward pass fitted (a frozen teacher's forward pass can hold the peak)
+def peak_for_n(first, second, accum_steps):
+    if accum_steps < 2 or min(first.accum_steps, second.accum_steps) < 2:
+        raise ValueError(f"N must be >= 2, got {accum_steps}")
+
+    def last_backward(timeline):
+        start = timeline.event_index("backward", timeline.accum_steps)
+        return timeline.total[start : timeline.event_index("optimizer step")]
+
+    b1, b2 = first.micro_batch_size, second.micro_batch_size
+    b = b1 * first.accum_steps / accum_steps
+    points = zip(last_backward(first), last_backward(second), strict=True)
+    micro = max(p1 + (p2 - p1) / (b2 - b1) * (b - b1) for p1, p2 in points)
+    step = max(first.total[first.event_index("optimizer step") :])
+    return (micro, "micro-step") if micro > step else (step, "optimizer step")

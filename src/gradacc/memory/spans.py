@@ -38,7 +38,10 @@ class WindowSpans:
         window_rise_mib: the window's peak minus ``start_mib``: what a tracker around the whole window reports.
         micro_step_rise_mib: for micro-steps 1..N, the span's peak minus the live memory at its start: what a
             tracker around that micro-step alone reports.
-        step_rise_mib: the same for ``optimizer.step()`` and ``zero_grad``.
+        micro_step_net_mib: for micro-steps 1..N, the live memory at the span's end minus at its start: what a
+            tracker that reports each segment's net change reports (micro-step 1 keeps the gradient buffer it
+            allocated; the later ones keep nothing).
+        step_rise_mib: the same as ``micro_step_rise_mib`` for ``optimizer.step()`` and ``zero_grad``.
         gradient_mib: the gradient buffer (MiB) at the end of the last micro-step.
     """
 
@@ -47,6 +50,7 @@ class WindowSpans:
     peak_mib: float
     window_rise_mib: float
     micro_step_rise_mib: list[float]
+    micro_step_net_mib: list[float]
     step_rise_mib: float
     gradient_mib: float
 
@@ -133,6 +137,7 @@ def measure_spans(
         peak_mib=_mib(window_peak[0]),
         window_rise_mib=_mib(window_peak[0] - start),
         micro_step_rise_mib=rises[:-1],
+        micro_step_net_mib=[_mib(later[0] - span[0]) for span, later in zip(spans[:-1], spans[1:], strict=True)],
         step_rise_mib=rises[-1],
         gradient_mib=_mib(gradients[0]),
     )

@@ -278,15 +278,18 @@ def timeline_from_parts(
     temporaries: float,
     step_scratch: float,
     weight_gradient: float = 0.0,
+    forward_scratch: float = 0.0,
 ) -> StepTimeline:
-    """A ``StepTimeline`` shaped like a measured one, from its parts (MiB): each micro-step's forward pass builds
-    ``activations`` in four equal layers; its backward pass starts with ``temporaries`` on top (the highest point
+    """A ``StepTimeline`` shaped like a measured one, from its parts (MiB): each micro-step's forward pass first holds
+    ``forward_scratch`` alone (a frozen model run under ``torch.no_grad()``, a distillation teacher or a DPO
+    reference model: its activations are freed before the backward pass), then builds ``activations`` in four
+    equal layers; its backward pass starts with ``temporaries`` on top (the highest point
     when the micro-batch is large), frees half of both, then holds ``weight_gradient`` (a parameter-sized
     temporary, a layer's weight gradient before it is added to the buffer: the same at every micro-batch size) next
     to a quarter of the activations, and frees everything; micro-step 1's backward pass writes the gradient buffer,
     full from then on; then ``optimizer.step()`` adds ``step_scratch`` and ``zero_grad`` frees the buffer. Build
-    two timelines of one step at two N from per-sample parts: ``activations`` and ``temporaries`` times the
-    micro-batch size, the rest unchanged."""
+    two timelines of one step at two N from per-sample parts: ``activations``, ``temporaries`` and
+    ``forward_scratch`` times the micro-batch size, the rest unchanged."""
     mib: dict[str, list[float]] = {c: [] for c in CATEGORIES}
     events: list[tuple[int, str, int]] = []
     held = {"parameters": parameters, "optimizer_state": optimizer_state, "other": other}
@@ -299,6 +302,7 @@ def timeline_from_parts(
     for k in range(1, accum_steps + 1):
         before = 0.0 if k == 1 else gradients
         events.append((len(mib["parameters"]), "forward", k))
+        point(before, temps=forward_scratch)
         for layer in range(1, 5):
             point(before, activations * layer / 4)
         events.append((len(mib["parameters"]), "backward", k))
@@ -316,12 +320,14 @@ def reference_peak_for_n(first: StepTimeline, second: StepTimeline, accum_steps:
     """Exercise 3.5's answer: from two timelines of one step (same model, optimizer and effective batch B) measured
     at two N >= 2, ``(peak MiB, "micro-step" | "optimizer step")`` of the same step at N = ``accum_steps`` >= 2.
 
-    After each operation of the last micro-step, live memory is a line in the micro-batch size b,
-    ``fixed + per_sample x b`` (as in ``gradacc.memory.profile_config``): the two timelines give each operation's
-    line, evaluated at b = B / N; the largest is the micro-steps' peak. Scaling one timeline's highest point by
-    N0 / N is not enough: part of the temporaries are parameter-sized (weight gradients), and the operation that
-    holds the peak changes with b. The optimizer step's highest point does not depend on N. The peak is the larger
-    (``"optimizer step"`` on a tie).
+    After each operation of the last micro-step, its forward pass included (a frozen model run under
+    ``torch.no_grad()`` can put the peak there), live memory is a line in the micro-batch size b,
+    ``fixed + per_sample x b`` (as in ``gradacc.memory.profile_config``; exact on the CPU's storage count, close on
+    a GPU, whose allocator rounds each tensor up): the two timelines give each operation's line, evaluated at
+    b = B / N (N divides B); the largest is the micro-steps' peak. Scaling one timeline's highest point by N0 / N is
+    not enough: part of the temporaries are parameter-sized (weight gradients), and the operation that holds the
+    peak changes with b. The optimizer step's highest point does not depend on N. The peak is the larger (the
+    checks draw no tie; this function says ``"optimizer step"`` on one).
 
     Raises:
         ValueError: ``accum_steps < 2``, a timeline measured at N < 2 (no full gradient buffer in the micro-steps),
@@ -352,15 +358,21 @@ def check_peak_for_n(peak_for_n: Callable) -> None:
     """Exercise 3.5: ``peak_for_n(first, second, accum_steps) -> (peak_mib, moment)`` from two ``StepTimeline`` s of
     one step measured at two N >= 2: a real pair (an MLP measured here), an activation-bound pair with a
     parameter-sized weight-gradient temporary (``timeline_from_parts``; the operation at the peak changes with the
-    micro-batch size) and a pair whose peak is in ``optimizer.step()``, each at an N above and below the two;
-    N < 2 raises ``ValueError``."""
+    micro-batch size), a pair whose peak is in the forward pass (a frozen teacher's activations) and a pair whose
+    peak is in ``optimizer.step()``, each at an N above and below the two; N < 2 raises ``ValueError``."""
     parts = {"parameters": 4.0, "gradients": 4.0, "optimizer_state": 8.0, "other": 1.0}
 
-    def pair(n1: int, n2: int, effective: int, acts: float, temps: float, **rest: float) -> tuple:
-        """Two timelines of one step; ``acts`` and ``temps`` in MiB per sample."""
+    def pair(n1: int, n2: int, effective: int, acts: float, temps: float, forward: float = 0.0, **rest: float) -> tuple:
+        """Two timelines of one step; ``acts``, ``temps`` and ``forward`` (the forward pass's scratch) in MiB per
+        sample."""
         return tuple(
             timeline_from_parts(
-                n, effective // n, **rest, activations=acts * effective / n, temporaries=temps * effective / n
+                n,
+                effective // n,
+                **rest,
+                activations=acts * effective / n,
+                temporaries=temps * effective / n,
+                forward_scratch=forward * effective / n,
             )  # fmt: skip
             for n in (n1, n2)
         )
@@ -370,7 +382,8 @@ def check_peak_for_n(peak_for_n: Callable) -> None:
                 weight_gradient=2.0)  # fmt: skip
     small = StepConfig(width=128, depth=2, effective_batch_size=512)
     real = tuple(timeline_config(small, n, device="cpu") for n in (4, 8))
-    cases = [(real, (2, 64)), (bound, (2, 16, 256)), (flat, (2, 32))]
+    teacher = pair(4, 16, 256, 1 / 16, 1 / 32, 1 / 4, **parts, step_scratch=1.5, weight_gradient=1.0)
+    cases = [(real, (2, 64)), (bound, (2, 16, 256)), (teacher, (2, 32)), (flat, (2, 32))]
 
     def body() -> str | None:
         for (first, second), ns in cases:
