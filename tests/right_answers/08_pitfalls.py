@@ -18,7 +18,8 @@ def grad_cache_backward(encoder, views_a, views_b, accum_steps, temperature=0.1)
     z_a, z_b = torch.cat(z_a).requires_grad_(), torch.cat(z_b).requires_grad_()
     loss = info_nce_loss(z_a, z_b, temperature)
     loss.backward()
-    grads = [g for pair in zip(z_a.grad.tensor_split(accum_steps), z_b.grad.tensor_split(accum_steps)) for g in pair]
+    pairs_of_grads = zip(z_a.grad.tensor_split(accum_steps), z_b.grad.tensor_split(accum_steps), strict=True)
+    grads = [grad for pair in pairs_of_grads for grad in pair]
     chunks = [chunk for pair in pairs for chunk in pair]
     for chunk, grad, context in zip(chunks, grads, contexts, strict=True):
         with context:

@@ -72,7 +72,12 @@ def check_running_var(running_var_after: Callable[..., torch.Tensor]) -> None:
 
 # (samples, accum_steps, hidden, temperature, first sample, dropout): chunks of 16, of 10, unequal chunks (40 / 3),
 # and an encoder with dropout 0.1 (as retrievers use), whose re-runs must replay the first pass's random numbers
-_GC_CASES = ((48, 3, 64, 0.1, 0, 0.0), (40, 4, 32, 0.2, 500, 0.0), (40, 3, 64, 0.05, 900, 0.0), (48, 4, 64, 0.1, 1200, 0.1))
+_GC_CASES = (
+    (48, 3, 64, 0.1, 0, 0.0),
+    (40, 4, 32, 0.2, 500, 0.0),
+    (40, 3, 64, 0.05, 900, 0.0),
+    (48, 4, 64, 0.1, 1200, 0.1),
+)
 # wider encoders for the memory check, so that activations (not the [B, B] similarities) dominate
 _GC_MEMORY_CASES = ((48, 3, 256, 0.1, 0), (40, 4, 256, 0.2, 500))
 
