@@ -6,6 +6,8 @@
 * ``dropout_masks`` and ``mask_agreement``: the masks of every ``nn.Dropout`` of a model during forward passes.
 * ``recorded_forwards`` and ``first_pass_gradient``: what GradCache must reproduce when the encoder draws random
   numbers (dropout): the gradient of the loss computed from the first, graph-free pass, with that pass's masks.
+* ``SentenceEmbeddingAdapter``: any encoder in the shape sentence-transformers' losses call (lesson 08 runs its own
+  cached loss on the digits).
 
 The bytes a graph keeps alive are measured with ``gradacc.foundations.graphs.SavedTensorMeter`` (shared with lesson 02).
 """
@@ -29,6 +31,7 @@ __all__ = [
     "mask_agreement",
     "recorded_forwards",
     "first_pass_gradient",
+    "SentenceEmbeddingAdapter",
 ]
 
 
@@ -243,3 +246,22 @@ def first_pass_gradient(
     grads = torch.autograd.grad(loss, params, allow_unused=True)
     grads = [torch.zeros_like(p) if g is None else g for p, g in zip(params, grads, strict=True)]
     return float(loss.detach()), grads
+
+
+class SentenceEmbeddingAdapter(nn.Module):
+    """Wrap an encoder in the interface sentence-transformers' losses call: a features dict in, ``{"sentence_embedding":
+    [B, D]}`` out, and ``adapter[0]`` (the losses inspect the model's first module).
+
+    ``features[key]`` is passed to ``encoder``; the losses cut every tensor of the dict into mini-batches. Used in
+    lessons/08_pitfalls.ipynb, section 3, to run ``CachedMultipleNegativesRankingLoss`` on the digits encoder.
+    """
+
+    def __init__(self, encoder: nn.Module, key: str = "pixels") -> None:
+        super().__init__()
+        self.encoder, self.key = encoder, key
+
+    def __getitem__(self, index: int) -> nn.Module:
+        return self.encoder
+
+    def forward(self, features: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        return {"sentence_embedding": self.encoder(features[self.key])}
