@@ -151,6 +151,11 @@ def check_grad_cache_gradient(grad_cache_backward: Callable[..., float]) -> None
                     "{case}: some parameters have no .grad after grad_cache_backward (call backward on each chunk)"
                 ).format(case=case)
             diff = max(float((g - w).abs().max()) for g, w in zip(grads, want, strict=True))
+            if dropout and isinstance(loss, (float, int, torch.Tensor)) and abs(float(loss) - want_loss) > 1e-5:
+                return _(
+                    "{case}: returned loss {got}, but your first pass's embeddings with dropout on give {want} (keep "
+                    "the encoder in training mode)"
+                ).format(case=case, got=f"{float(loss):.6f}", want=f"{want_loss:.6f}")
             if dropout and diff > 1e-5:
                 return _(
                     "{case}: the gradient differs by {diff} from the gradient of your loss with the dropout masks of "
