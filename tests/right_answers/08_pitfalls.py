@@ -4,16 +4,14 @@ and in the hidden check on every seed (tests/test_wrong_answers.py). Same format
 # ruff: noqa: F811, F821 - each cell redefines the answer; torch and info_nce_loss come from the import cell
 
 
-# %% 8.2 sentence-transformers' RandContext, the two views' chunks interleaved (a1, b1, a2, b2, ...)
+# %% 8.2 the two views' chunks interleaved (a1, b1, a2, b2, ...), each re-run inside its own fork_rng
 def grad_cache_backward(encoder, views_a, views_b, accum_steps, temperature=0.1):
-    from sentence_transformers.base.losses.gradcache import RandContext
-
     pairs = list(zip(views_a.tensor_split(accum_steps), views_b.tensor_split(accum_steps), strict=True))
-    contexts, z_a, z_b = [], [], []
+    states, z_a, z_b = [], [], []
     with torch.no_grad():
         for chunk_a, chunk_b in pairs:
             for chunk, out in ((chunk_a, z_a), (chunk_b, z_b)):
-                contexts.append(RandContext(chunk))  # snapshots the generators before this chunk's forward
+                states.append(torch.get_rng_state())  # as RandContext (luyug/GradCache, sentence-transformers) does
                 out.append(encoder(chunk))
     z_a, z_b = torch.cat(z_a).requires_grad_(), torch.cat(z_b).requires_grad_()
     loss = info_nce_loss(z_a, z_b, temperature)
@@ -21,8 +19,9 @@ def grad_cache_backward(encoder, views_a, views_b, accum_steps, temperature=0.1)
     pairs_of_grads = zip(z_a.grad.tensor_split(accum_steps), z_b.grad.tensor_split(accum_steps), strict=True)
     grads = [grad for pair in pairs_of_grads for grad in pair]
     chunks = [chunk for pair in pairs for chunk in pair]
-    for chunk, grad, context in zip(chunks, grads, contexts, strict=True):
-        with context:
+    for chunk, grad, state in zip(chunks, grads, states, strict=True):
+        with torch.random.fork_rng(devices=[]):
+            torch.set_rng_state(state)
             encoder(chunk).backward(grad)
     return float(loss)
 
