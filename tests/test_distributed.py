@@ -432,6 +432,10 @@ def test_accelerate_launch_on_two_cpu_processes_matches_one_process():
     reset_accelerate_state()
     assert one.num_processes == 1 and one.optimizer_steps == 2
     assert max_abs_diff(result["weights"].values(), one.state_dict.values()) < 1e-6
+    # unequal samples on the 2 processes: the summed count needs the loss x num_processes (issue 59)
+    unequal = result["unequal_items"]
+    assert unequal["items_per_process"] == [8, 16]
+    assert unequal["gap_times_processes"] < 1e-6 and unequal["gap_without"] > 1e-3
     with pytest.raises(ValueError, match="must be divisible by num_processes"):
         run_accelerate_lesson(micro_batch_size=33)
     with pytest.raises(ValueError, match="must be >= 2 for a --multi_gpu launch"):
