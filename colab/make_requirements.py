@@ -35,6 +35,7 @@ PACKAGES = (
     "accelerate",
     "tokenizers",
     "datasets",
+    "sentence-transformers",
     "peft",
     "keras",
     "huggingface-hub",

@@ -12,15 +12,16 @@ import torch
 from gradacc.foundations.data import load_digits_tensors
 from gradacc.foundations.graphs import SavedTensorMeter
 from gradacc.foundations.models import make_digits_model
-from gradacc.foundations.pitfalls import info_nce_loss, two_views
+from gradacc.foundations.pitfalls import first_pass_gradient, info_nce_loss, recorded_forwards, two_views
 
 
-def contrastive_case(n: int, hidden: int):
-    """A seeded 2-hidden-layer encoder and two views of ``n`` digits."""
+def contrastive_case(n: int, hidden: int, dropout: float = 0.0):
+    """A seeded 2-hidden-layer encoder (dropout after each hidden layer when ``dropout > 0``) and two views of ``n``
+    digits (every row of the digits and of their shifted views is distinct, as ``first_pass_gradient`` needs)."""
     x, _ = load_digits_tensors()
     start = rng.randint(0, len(x) - n)
     views_a, views_b = two_views(x[start : start + n].clone())
-    encoder = make_digits_model(seed=rng.randrange(2**31), hidden=hidden, depth=2)
+    encoder = make_digits_model(seed=rng.randrange(2**31), hidden=hidden, depth=2, dropout=dropout)
     return encoder, views_a, views_b
 
 
@@ -33,11 +34,12 @@ def grad_summary(encoder) -> str:
 
 
 def draw_8_2(rng) -> list[dict]:
-    """Two contrastive batches of 24-64 pairs split into N >= 2 chunks."""
+    """Two contrastive batches of 24-64 pairs split into N >= 2 chunks, then one through an encoder with dropout
+    0.1 or 0.2 (its first pass's masks must be replayed)."""
     return [
         {"n": rng.randint(24, 64), "accum_steps": rng.randint(2, 5), "temperature": rng.choice([0.05, 0.1, 0.2, 0.5]),
-         "hidden": rng.choice([32, 64])}
-        for _ in range(2)
+         "hidden": rng.choice([32, 64]), "dropout": dropout}
+        for dropout in (0.0, 0.0, rng.choice([0.1, 0.2]))
     ]  # fmt: skip
 
 
@@ -46,7 +48,22 @@ def edges_8_2(cases: list[dict]) -> dict[str, bool]:
         "N >= 2 chunks (negatives only from the chunk; the cached gradients divided by the chunks)": all(
             c["accum_steps"] >= 2 for c in cases
         ),
+        "an encoder with dropout (re-runs without the first pass's random numbers)": cases[-1]["dropout"] > 0,
     }
+
+
+def first_pass_summary(case: dict) -> str:
+    """With dropout: whether the student's loss and gradient are those of the first pass's masks (booleans, so that
+    any order or chunking of the student's forwards prints the reference's line)."""
+    encoder, views_a, views_b = contrastive_case(case["n"], case["hidden"], case["dropout"])
+    student = copy.deepcopy(encoder)
+    with torch.random.fork_rng(devices=[]), recorded_forwards(student) as calls:
+        torch.manual_seed(rng.randrange(2**31))
+        loss = quietly(grad_cache_backward, student, views_a, views_b, case["accum_steps"], case["temperature"])
+    want_loss, want = first_pass_gradient(encoder, calls, views_a, views_b, case["temperature"])
+    grads = [p.grad for p in student.parameters()]
+    same = all(g is not None and float((g - w).abs().max()) <= 1e-5 for g, w in zip(grads, want, strict=True))
+    return f"loss of the first pass: {abs(float(loss) - want_loss) <= 1e-5}, its gradient with its masks: {same}"
 
 
 def draw_8_3(rng) -> dict:
@@ -78,11 +95,14 @@ for _ in range(3):
     print(f"sizes {sizes}, momentum {momentum}:", " ".join(f"{float(v):.5f}" for v in got.flatten()))
 
 # %% hidden 8.2
-for case in draw_8_2(rng):
+*plain_cases, dropout_case = draw_8_2(rng)
+for case in plain_cases:
     encoder, views_a, views_b = contrastive_case(case["n"], case["hidden"])
     loss = quietly(grad_cache_backward, encoder, views_a, views_b, case["accum_steps"], case["temperature"])
     print(f"batch {case['n']}, accum_steps={case['accum_steps']}, T={case['temperature']}: loss {float(loss):.5f}")
     print(f"grads {grad_summary(encoder)}")
+print(f"batch {dropout_case['n']}, accum_steps={dropout_case['accum_steps']}, dropout {dropout_case['dropout']}:")
+print(first_pass_summary(dropout_case))
 
 # %% hidden 8.3
 case = draw_8_3(rng)

@@ -40,6 +40,7 @@ from gradacc.parallel.distributed import (
 )
 from gradacc.parallel.runs import (
     run_accelerate_lesson,
+    run_accelerator_state,
     run_checkpoint_lesson,
     run_ddp_lesson,
     run_jax_devices,
@@ -299,6 +300,15 @@ def test_allreduce_counter_sees_one_call_per_synchronizing_backward():
             assert isinstance(counter.seconds, float)
             assert info["local_items"] == info["global_items"] == 40
             assert max_abs_diff([p.grad for p in model.parameters()], reference) < 1e-6
+        # the forward outside no_sync(), only backward() inside: DDP syncs every micro-step, same gradient (issue 59)
+        ddp, counter = DDP(make_digits_model(seed=0)), AllReduceCounter()
+        ddp.register_comm_hook(state=None, hook=counter.hook)
+        for i, batch in enumerate(micro_batches):
+            loss = sum_cross_entropy(ddp, batch) / 40
+            with contextlib.nullcontext() if i == 3 else ddp.no_sync():
+                loss.backward()
+        assert counter.calls == 4
+        assert max_abs_diff([p.grad for p in ddp.module.parameters()], reference) < 1e-6
         with pytest.raises(ValueError, match="weighting must be one of"):
             accumulate_window(ddp, None, micro_batches, weighting="mean")
         with pytest.raises(ValueError, match="needs a DistributedDataParallel model"):
@@ -321,7 +331,8 @@ def test_ddp_workers_reproduce_the_full_batch_and_count_allreduces():
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     F.cross_entropy(model(x[:64]), y[:64]).backward()
     optimizer.step()
-    for key, calls in (("no_sync", 1), ("sync_every_micro_step", 4)):
+    # no_sync() around backward() only: DDP's forward already prepared the all-reduce (issue 59)
+    for key, calls in (("no_sync", 1), ("sync_every_micro_step", 4), ("no_sync_backward_only", 4)):
         run = result[key]
         assert run["allreduce_calls"] == calls
         assert run["max_rank_weight_diff"] == 0.0
@@ -421,8 +432,14 @@ def test_accelerate_launch_on_two_cpu_processes_matches_one_process():
     reset_accelerate_state()
     assert one.num_processes == 1 and one.optimizer_steps == 2
     assert max_abs_diff(result["weights"].values(), one.state_dict.values()) < 1e-6
+    # unequal samples on the 2 processes: the summed count needs the loss x num_processes (issue 59)
+    unequal = result["unequal_items"]
+    assert unequal["items_per_process"] == [8, 16]
+    assert unequal["gap_times_processes"] < 1e-6 and unequal["gap_without"] > 1e-3
     with pytest.raises(ValueError, match="must be divisible by num_processes"):
         run_accelerate_lesson(micro_batch_size=33)
+    with pytest.raises(ValueError, match="must be >= 2 for a --multi_gpu launch"):
+        run_accelerator_state(num_processes=1)
 
 
 # ---------------------------------------------------------------------------------------------- lesson 07's checks

@@ -17,8 +17,10 @@ from gradacc.foundations.models import make_digits_model
 from gradacc.foundations.pitfalls import (
     accumulated_gradients,
     dropout_masks,
+    first_pass_gradient,
     info_nce_loss,
     mask_agreement,
+    recorded_forwards,
     two_views,
 )
 
@@ -185,19 +187,28 @@ def test_check_8_1_passes_the_answer_and_fails_plausible_mistakes(capsys):
         assert capsys.readouterr().out.startswith("Exercise 8.1: incorrect - ")
 
 
-def _grad_cache_backward(encoder, views_a, views_b, accum_steps, temperature=0.1):
-    chunks_a, chunks_b = views_a.tensor_split(accum_steps), views_b.tensor_split(accum_steps)
+def _grad_cache_backward(encoder, views_a, views_b, accum_steps, temperature=0.1, replay=True):
+    chunks = views_a.tensor_split(accum_steps) + views_b.tensor_split(accum_steps)
+    states, embeddings = [], []
     with torch.no_grad():
-        z_a = torch.cat([encoder(c) for c in chunks_a])
-        z_b = torch.cat([encoder(c) for c in chunks_b])
-    z_a.requires_grad_(True)
-    z_b.requires_grad_(True)
+        for chunk in chunks:
+            states.append(torch.get_rng_state())
+            embeddings.append(encoder(chunk))
+    z_a = torch.cat(embeddings[:accum_steps]).requires_grad_(True)
+    z_b = torch.cat(embeddings[accum_steps:]).requires_grad_(True)
     loss = info_nce_loss(z_a, z_b, temperature)
     loss.backward()
     grads = z_a.grad.tensor_split(accum_steps) + z_b.grad.tensor_split(accum_steps)
-    for chunk, grad in zip(chunks_a + chunks_b, grads, strict=True):
-        encoder(chunk).backward(grad)
+    for chunk, grad, state in zip(chunks, grads, states, strict=True):
+        with torch.random.fork_rng(devices=[]):
+            if replay:
+                torch.set_rng_state(state)
+            encoder(chunk).backward(grad)
     return loss.item()
+
+
+def _without_replay(encoder, views_a, views_b, accum_steps, temperature=0.1):
+    return _grad_cache_backward(encoder, views_a, views_b, accum_steps, temperature, replay=False)
 
 
 def _chunked_info_nce(encoder, views_a, views_b, accum_steps, temperature=0.1):
@@ -227,6 +238,7 @@ def test_checks_8_2_and_8_3_pass_the_answer_and_fail_plausible_mistakes(capsys):
     assert capsys.readouterr().out == "Exercise 8.2: correct\nExercise 8.3: correct\n"
     expected = {  # (8.2 passes, 8.3 passes)
         _chunked_info_nce: (False, False),
+        _without_replay: (False, True),  # exact without dropout (8.3 has none); 8.2's dropout case needs the replay
         _whole_batch: (True, False),  # right gradient, full-batch memory
         _embeddings_without_recompute: (False, False),
     }
@@ -236,3 +248,24 @@ def test_checks_8_2_and_8_3_pass_the_answer_and_fail_plausible_mistakes(capsys):
         lines = capsys.readouterr().out.splitlines()
         assert lines[0].startswith("Exercise 8.2: correct" if ok_82 else "Exercise 8.2: incorrect - "), lines
         assert lines[1].startswith("Exercise 8.3: correct" if ok_83 else "Exercise 8.3: incorrect - "), lines
+
+
+def test_first_pass_gradient_is_what_grad_cache_gives_with_the_replay_and_not_without(digits):
+    """GradCache through dropout 0.1: with each chunk's generator state replayed, the gradient is the gradient with
+    the first pass's masks (to float rounding); without, another function's gradient (issue 59)."""
+    x, _ = digits
+    views_a, views_b = two_views(x[:48])
+    encoder = make_digits_model(seed=0, hidden=64, depth=2, dropout=0.1)
+    for replay, low, high in ((True, 0.0, 1e-6), (False, 0.1, math.inf)):
+        learner = copy.deepcopy(encoder)
+        with torch.random.fork_rng(devices=[]), recorded_forwards(learner) as calls:
+            torch.manual_seed(0)
+            loss = _grad_cache_backward(learner, views_a, views_b, 3, 0.1, replay=replay)
+        want_loss, want = first_pass_gradient(copy.deepcopy(encoder), calls, views_a, views_b, 0.1)
+        got = torch.cat([p.grad.flatten() for p in learner.parameters()])
+        flat = torch.cat([w.flatten() for w in want])
+        relative = float((got - flat).norm() / flat.norm())
+        assert len(calls) == 12 and abs(loss - want_loss) < 1e-6  # 6 chunks, each run twice
+        assert low <= relative < high, (replay, relative)
+    with pytest.raises(ValueError, match="distinct"):
+        first_pass_gradient(encoder, calls, views_a, views_a, 0.1)

@@ -46,6 +46,39 @@ def grad_cache_backward(encoder, views_a, views_b, accum_steps, temperature=0.1)
     return loss.item()
 
 
+# %% 8.2 no random-number replay (dropout draws new masks in the re-run: the gradient of another function)
+def grad_cache_backward(encoder, views_a, views_b, accum_steps, temperature=0.1):
+    chunks_a, chunks_b = views_a.tensor_split(accum_steps), views_b.tensor_split(accum_steps)
+    with torch.no_grad():
+        z_a = torch.cat([encoder(chunk) for chunk in chunks_a])
+        z_b = torch.cat([encoder(chunk) for chunk in chunks_b])
+    z_a.requires_grad_(True)
+    z_b.requires_grad_(True)
+    loss = info_nce_loss(z_a, z_b, temperature)
+    loss.backward()
+    cached = z_a.grad.tensor_split(accum_steps) + z_b.grad.tensor_split(accum_steps)
+    for chunk, grad in zip(chunks_a + chunks_b, cached, strict=True):
+        encoder(chunk).backward(grad)
+    return loss.item()
+
+
+# %% 8.2 the first chunk's random-number state restored before every re-run (each chunk gets the first one's masks)
+def grad_cache_backward(encoder, views_a, views_b, accum_steps, temperature=0.1):
+    chunks = views_a.tensor_split(accum_steps) + views_b.tensor_split(accum_steps)
+    state = torch.get_rng_state()
+    with torch.no_grad():
+        embeddings = [encoder(chunk) for chunk in chunks]
+    z_a = torch.cat(embeddings[:accum_steps]).requires_grad_(True)
+    z_b = torch.cat(embeddings[accum_steps:]).requires_grad_(True)
+    loss = info_nce_loss(z_a, z_b, temperature)
+    loss.backward()
+    cached = z_a.grad.tensor_split(accum_steps) + z_b.grad.tensor_split(accum_steps)
+    for chunk, grad in zip(chunks, cached, strict=True):
+        torch.set_rng_state(state)
+        encoder(chunk).backward(grad)
+    return loss.item()
+
+
 # %% 8.3 the embeddings computed with gradients (the whole batch's activations kept for the backward)
 def grad_cache_backward(encoder, views_a, views_b, accum_steps, temperature=0.1):
     z_a = torch.cat([encoder(chunk) for chunk in views_a.tensor_split(accum_steps)])

@@ -72,6 +72,7 @@ LIBRARIES: tuple[str, ...] = (
     "accelerate",
     "datasets",
     "tokenizers",
+    "sentence-transformers",
     "trl",
     "peft",
     "pytorch-lightning",
@@ -81,8 +82,8 @@ LIBRARIES: tuple[str, ...] = (
 
 EXTRAS: dict[str, tuple[str, tuple[str, ...]]] = {
     "libs": (
-        "JAX, optax, Transformers, Accelerate, datasets, tokenizers",
-        ("03", "04", "05", "06", "07", "09", "10", "11"),
+        "JAX, optax, Transformers, Accelerate, datasets, tokenizers, sentence-transformers",
+        ("03", "04", "05", "06", "07", "08", "09", "10", "11"),
     ),
     "stacks": ("TRL, PEFT, Lightning, Keras 3", ("10",)),
 }

@@ -297,8 +297,10 @@ def accelerate_launch_command(
 ) -> list[str]:
     """The ``accelerate launch`` command line that starts ``num_processes`` processes of ``python -m module``.
 
-    With more than one process it passes ``--multi_gpu``: that selects Accelerate's torchrun-based launcher, and on a
-    machine without GPUs each process's ``Accelerator`` then runs as ``MULTI_CPU`` with the gloo backend. The other
+    With more than one process it passes ``--multi_gpu``: that selects Accelerate's torchrun-based launcher; on a
+    machine without GPUs each process's ``Accelerator`` then runs as ``MULTI_CPU`` with the gloo backend only if the
+    script builds it with ``cpu=True`` (without, each process gets ``DistributedType.NO`` and trains alone:
+    ``gradacc.parallel.runs.run_accelerator_state``). The other
     spelling, ``accelerate launch --cpu --num_processes 2``, selects the "simple" launcher, which starts ONE process
     unless MPI is configured (``--mpirun_hostfile``): measured with accelerate 1.15, the script saw
     ``num_processes == 1``. Every setting is passed explicitly so no ``accelerate config`` file is read and no

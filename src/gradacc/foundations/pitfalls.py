@@ -4,6 +4,10 @@
   way) or on the sum of the N losses (same gradient, N graphs alive at once).
 * ``two_views`` and ``info_nce_loss``: a contrastive setup with in-batch negatives on the digits.
 * ``dropout_masks`` and ``mask_agreement``: the masks of every ``nn.Dropout`` of a model during forward passes.
+* ``recorded_forwards`` and ``first_pass_gradient``: what GradCache must reproduce when the encoder draws random
+  numbers (dropout): the gradient of the loss computed from the first, graph-free pass, with that pass's masks.
+* ``SentenceEmbeddingAdapter``: any encoder in the shape sentence-transformers' losses call (lesson 08 runs its own
+  cached loss on the digits).
 
 The bytes a graph keeps alive are measured with ``gradacc.foundations.graphs.SavedTensorMeter`` (shared with lesson 02).
 """
@@ -25,6 +29,9 @@ __all__ = [
     "info_nce_loss",
     "dropout_masks",
     "mask_agreement",
+    "recorded_forwards",
+    "first_pass_gradient",
+    "SentenceEmbeddingAdapter",
 ]
 
 
@@ -165,3 +172,96 @@ def mask_agreement(a: torch.Tensor, b: torch.Tensor) -> float:
     if not bool(visible.any()):
         raise ValueError("no unit is visible in both masks (every input was 0)")
     return float((a[visible] == b[visible]).float().mean())
+
+
+@contextlib.contextmanager
+def recorded_forwards(model: nn.Module) -> Iterator[list[tuple[torch.Tensor, torch.Tensor]]]:
+    """Record every forward call of ``model`` inside the context: a copy of its input and the CPU generator's state
+    (``torch.get_rng_state()``) just before the call, in call order.
+
+    With those two a call can be replayed exactly, dropout masks included (``first_pass_gradient``). Only the CPU
+    generator is recorded: use it for CPU models (a GPU model draws from its device's generator too).
+    """
+    calls: list[tuple[torch.Tensor, torch.Tensor]] = []
+
+    def hook(module: nn.Module, inputs: tuple[torch.Tensor, ...]) -> None:
+        calls.append((inputs[0].detach().clone(), torch.get_rng_state()))
+
+    handle = model.register_forward_pre_hook(hook)
+    try:
+        yield calls
+    finally:
+        handle.remove()
+
+
+def _row_key(row: torch.Tensor) -> bytes:
+    return row.detach().cpu().contiguous().numpy().tobytes()
+
+
+def first_pass_gradient(
+    model: nn.Module,
+    calls: Sequence[tuple[torch.Tensor, torch.Tensor]],
+    views_a: torch.Tensor,
+    views_b: torch.Tensor,
+    temperature: float = 0.1,
+) -> tuple[float, list[torch.Tensor]]:
+    """The InfoNCE loss and gradient that GradCache must give when ``model`` draws random numbers (dropout).
+
+    GradCache computes the loss from the embeddings of a first pass without a graph, then re-runs each chunk with
+    one. The loss it reports belongs to the first pass's dropout masks, so its exact gradient is the gradient with
+    THOSE masks. This function replays, for every sample of ``views_a`` and ``views_b``, the first recorded call
+    (``recorded_forwards``) whose input held it, from that call's generator state, with a graph; it computes the
+    full-batch ``info_nce_loss`` of those embeddings and its gradient. The order and the chunking of the calls do not
+    matter; a call repeated later (GradCache's re-run) is ignored.
+
+    Args:
+        model: the encoder as it was before the recorded calls (same parameters; training mode for dropout).
+        calls: ``(input, rng_state)`` pairs from ``recorded_forwards``, in call order.
+        views_a, views_b: the ``[B, 64]`` pairs; every row of both must be distinct (a row is found by its values).
+
+    Returns:
+        ``(loss, gradients)``: the loss as a float, and the gradients in ``model.parameters()`` order.
+
+    Raises:
+        ValueError: two rows of the views are equal, or a row was never embedded by a recorded call.
+    """
+    keys = [_row_key(row) for row in torch.cat([views_a, views_b])]
+    if len(set(keys)) != len(keys):
+        raise ValueError("every row of views_a and views_b must be distinct to find its first forward")
+    embedded: dict[bytes, torch.Tensor] = {}
+    for inputs, state in calls:
+        if all(_row_key(row) in embedded for row in inputs):
+            continue  # a re-run: every sample it holds has its first embedding already
+        with torch.random.fork_rng(devices=[]):
+            torch.set_rng_state(state)
+            outputs = model(inputs)
+        for row, output in zip(inputs, outputs, strict=True):
+            embedded.setdefault(_row_key(row), output)
+    missing = sum(key not in embedded for key in keys)
+    if missing:
+        raise ValueError(f"{missing} of the {len(keys)} samples were never embedded by a recorded forward")
+    z = torch.stack([embedded[key] for key in keys])
+    loss = info_nce_loss(z[: len(views_a)], z[len(views_a) :], temperature)
+    params = [p for p in model.parameters() if p.requires_grad]
+    grads = torch.autograd.grad(loss, params, allow_unused=True)
+    grads = [torch.zeros_like(p) if g is None else g for p, g in zip(params, grads, strict=True)]
+    return float(loss.detach()), grads
+
+
+class SentenceEmbeddingAdapter(nn.Module):
+    """Wrap an encoder in the interface sentence-transformers' losses call: a features dict in, ``{"sentence_embedding":
+    [B, D]}`` out, and ``adapter[0]`` (the losses inspect the model's first module).
+
+    ``features[key]`` is passed to ``encoder``; the losses cut every tensor of the dict into mini-batches. Used in
+    lessons/08_pitfalls.ipynb, section 3, to run ``CachedMultipleNegativesRankingLoss`` on the digits encoder.
+    """
+
+    def __init__(self, encoder: nn.Module, key: str = "pixels") -> None:
+        super().__init__()
+        self.encoder, self.key = encoder, key
+
+    def __getitem__(self, index: int) -> nn.Module:
+        return self.encoder
+
+    def forward(self, features: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        return {"sentence_embedding": self.encoder(features[self.key])}

@@ -25,7 +25,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..foundations.data import check_accum_steps, digits_loader
+from ..foundations.data import check_accum_steps, digits_loader, load_digits_tensors
 from ..foundations.models import make_digits_model
 
 __all__ = [
@@ -38,6 +38,7 @@ __all__ = [
     "WEIGHT_DTYPES",
     "write_result",
     "read_result",
+    "unequal_items_window",
 ]
 
 NORMALIZATIONS: tuple[str, ...] = ("mean", "items")
@@ -328,8 +329,52 @@ def train_with_accelerate(
 WEIGHT_DTYPES = {"float32": torch.float32, "float64": torch.float64}
 
 
-def write_result(path: Path, run: AccelerateRun, args: dict[str, Any]) -> None:
-    """Write a run's arguments, counts, rank-0 history and final weights to ``path`` as JSON (parents created)."""
+def unequal_items_window(cpu: bool = False) -> dict[str, Any]:
+    """One window of 2 micro-batches per process with UNEQUAL numbers of samples on the processes (process ``r``: ``3 +
+    5r`` and ``5 + 3r`` digits), weighted by the items of the window on ALL processes; returns how far the
+    gradient Accelerate leaves is from the mean gradient over every sample of the window.
+
+    Each micro-batch's summed loss is multiplied by ``N / count``, ``count = accelerator.reduce(local items, "sum")``
+    (the window's items on all processes; ``N`` undoes ``accelerator.backward``'s division), once also by
+    ``accelerator.num_processes`` (the DDP model ``accelerator.prepare`` makes averages the processes' gradients)
+    and once not. Run it on every process after the others' ``Accelerator`` exists (it makes its own, with
+    ``gradient_accumulation_steps=2``; Accelerate's state is process-wide, see ``reset_accelerate_state``).
+
+    Returns:
+        ``{"num_processes", "items_per_process" (list), "gap_times_processes", "gap_without"}``: the max |g - g_full|
+        of each recipe (float32), the same on every process.
+    """
+    from accelerate import Accelerator
+    from accelerate.state import GradientState
+
+    GradientState._reset_state()  # a training loop before this one may have left its dataloader registered
+    accelerator = Accelerator(gradient_accumulation_steps=2, cpu=cpu)
+    world, rank = accelerator.num_processes, accelerator.process_index
+    sizes = [[3 + 5 * r, 5 + 3 * r] for r in range(world)]
+    x, y = load_digits_tensors()
+    total = sum(map(sum, sizes))
+    full = make_digits_model(seed=0)
+    F.cross_entropy(full(x[:total]), y[:total]).backward()
+    start = sum(map(sum, sizes[:rank]))
+    bounds = [start, start + sizes[rank][0], start + sum(sizes[rank])]
+    micro_batches = [(x[a:b], y[a:b]) for a, b in zip(bounds, bounds[1:], strict=False)]
+    result: dict[str, Any] = {"num_processes": world, "items_per_process": [sum(s) for s in sizes]}
+    for key, factor in (("gap_times_processes", world), ("gap_without", 1)):
+        model = accelerator.prepare(make_digits_model(seed=0))
+        count = accelerator.reduce(torch.tensor([float(sum(sizes[rank]))], device=accelerator.device), "sum")
+        for inputs, labels in micro_batches:
+            with accelerator.accumulate(model):
+                logits = model(inputs.to(accelerator.device))
+                loss = F.cross_entropy(logits, labels.to(accelerator.device), reduction="sum") * 2 / count
+                accelerator.backward(loss * factor)
+        grads = [p.grad.detach().cpu() for p in accelerator.unwrap_model(model).parameters()]
+        result[key] = max(float((g - w.grad).abs().max()) for g, w in zip(grads, full.parameters(), strict=True))
+    return result
+
+
+def write_result(path: Path, run: AccelerateRun, args: dict[str, Any], extra: dict[str, Any] | None = None) -> None:
+    """Write a run's arguments, counts, rank-0 history and final weights to ``path`` as JSON (parents created), and
+    the keys of ``extra``."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     payload = {
@@ -340,6 +385,7 @@ def write_result(path: Path, run: AccelerateRun, args: dict[str, Any]) -> None:
         "history": run.history,
         "weights": {name: t.tolist() for name, t in run.state_dict.items()},
         "weights_dtype": str(next(iter(run.state_dict.values())).dtype).removeprefix("torch."),
+        **(extra or {}),
     }
     path.write_text(json.dumps(payload), encoding="utf-8")
 

@@ -7,6 +7,8 @@ launches workers of ``gradacc.workers``, waits with a time limit and brings thei
   inside a ``no_sync`` window, for several ``use_reentrant`` / DDP settings).
 * ``run_accelerate_lesson``: ``accelerate launch`` starts the lesson-04 training script
   ``gradacc.workers.accelerate_train``.
+* ``run_accelerator_state``: ``accelerate launch`` starts ``gradacc.workers.accelerate_state``, which reports what
+  each process's ``Accelerator`` made of the launch (with or without ``cpu=True``).
 * ``run_jax_devices``: one process with ``XLA_FLAGS=--xla_force_host_platform_device_count=D`` (``D`` CPU devices),
   running ``python -m gradacc.workers.jax_dp``; ``run_jax_worker`` runs any such JAX worker (lesson 11's too).
 
@@ -46,6 +48,7 @@ __all__ = [
     "run_ddp_lesson",
     "run_checkpoint_lesson",
     "run_accelerate_lesson",
+    "run_accelerator_state",
     "run_jax_devices",
     "run_jax_worker",
 ]
@@ -74,7 +77,8 @@ def run_ddp_lesson(
     The workers (``python -m gradacc.workers.ddp``, see there for every key) train ``make_digits_model(seed=0,
     hidden=32)`` with SGD(``lr``) for one accumulation window on the first ``micro_batch_size x accum_steps x
     world_size`` digits (``DistributedSampler(shuffle=False)``: rank r takes samples r, r + world_size, ...), once
-    with ``no_sync()`` and once without, counting all-reduces with ``AllReduceCounter``; then time
+    with ``no_sync()`` and once without, and once with ``no_sync()`` around ``backward()`` only (the forward outside
+    it), counting all-reduces with ``AllReduceCounter``; then time
     ``timing_windows`` windows of a wider model (``hidden=timing_hidden``, 2 hidden layers) both ways; then compute
     token-weighted gradients of a ``TinyLM`` on ``token_windows()``.
 
@@ -223,6 +227,39 @@ def run_accelerate_lesson(
     result["launcher_s"] = time.perf_counter() - start
     result["command"] = shlex.join(["accelerate", "launch", *cmd[3:]])
     return result
+
+
+def run_accelerator_state(
+    *, num_processes: int = 2, cpu: bool = False, timeout: float = 120.0, progress: bool = False
+) -> list[dict[str, Any]]:
+    """Launch ``num_processes`` processes with ``accelerate launch --multi_gpu`` (``accelerate_launch_command``) and
+    return what each one's ``Accelerator(cpu=cpu)`` reports, in rank order (``gradacc.workers.accelerate_state``:
+    ``"rank"``, ``"world_size"``, ``"distributed_type"``, ``"num_processes"``, ``"process_index"``).
+
+    Raises:
+        ValueError: ``num_processes < 2`` (one process is launched without ``--multi_gpu``).
+        WorkerError: the launch failed, timed out, or a process wrote no result.
+    """
+    if num_processes < 2:
+        raise ValueError(f"num_processes must be >= 2 for a --multi_gpu launch, got {num_processes}")
+    with tempfile.TemporaryDirectory(prefix="gradacc-accel-state-") as tmp:
+        out = Path(tmp) / "state"
+        args = [f"--output={out}", *(["--cpu"] if cpu else [])]
+        cmd = accelerate_launch_command(
+            "gradacc.workers.accelerate_state", args, num_processes=num_processes, port=free_port()
+        )
+        run_processes(
+            cmd,
+            timeout=timeout,
+            env=_worker_env(num_processes),
+            what=f"accelerate launch ({num_processes} processes)",
+            progress=progress,
+        )
+        paths = [out.with_name(f"state.{rank}.json") for rank in range(num_processes)]
+        missing = [p.name for p in paths if not p.exists()]
+        if missing:
+            raise WorkerError(f"accelerate launch exited without writing {missing}", cmd, 0, "", "")
+        return [json.loads(p.read_text(encoding="utf-8")) for p in paths]
 
 
 def run_jax_devices(

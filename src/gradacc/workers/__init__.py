@@ -7,6 +7,8 @@ room module that launches it names it as ``"gradacc.workers.NAME"`` and reads it
 * ``ddp_checkpoint``: ``gradacc.parallel.runs.run_checkpoint_lesson`` (07);
 * ``accelerate_train``: lesson 04's loop under ``accelerate launch``, ``gradacc.parallel.runs.run_accelerate_lesson``
   (04, 07);
+* ``accelerate_state``: what each process's ``Accelerator`` makes of an ``accelerate launch`` (with or without
+  ``cpu=True``), ``gradacc.parallel.runs.run_accelerator_state`` (07);
 * ``jax_dp``: one process with several XLA CPU devices, ``gradacc.parallel.runs.run_jax_devices`` (07);
 * ``ranks`` and ``ddp_answer``: a learner's function on 2 ranks started with torchrun's variables but without its
   agent process, ``gradacc.course.checks.lesson07`` through ``gradacc.foundations.launch.ranks_command`` (exercise 7);

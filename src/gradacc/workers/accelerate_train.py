@@ -44,7 +44,9 @@ Arguments (all optional except ``--output``):
 The JSON holds ``"args"``, ``"num_processes"``, ``"effective_batch_size"``, ``"optimizer_steps"``, ``"history"``
 (rank 0's per-micro-step records, see ``gradacc.frameworks.accelerate.AccelerateRun``) and ``"weights"`` (name -> nested
 lists of the final parameters; float32 values survive the JSON round trip exactly). ``read_result(path)`` turns the
-weights back into tensors. Exit status 0 on success.
+weights back into tensors; with several processes, ``"unequal_items"``: ``gradacc.frameworks.accelerate.unequal_items_window``
+run after the training (a window with unequal items on the processes, weighted with and without
+``accelerator.num_processes``). Exit status 0 on success.
 """
 
 from __future__ import annotations
@@ -56,7 +58,13 @@ from pathlib import Path
 
 import torch
 
-from ..frameworks.accelerate import NORMALIZATIONS, WEIGHT_DTYPES, train_with_accelerate, write_result
+from ..frameworks.accelerate import (
+    NORMALIZATIONS,
+    WEIGHT_DTYPES,
+    train_with_accelerate,
+    unequal_items_window,
+    write_result,
+)
 
 __all__ = ["build_parser", "main"]
 
@@ -115,6 +123,7 @@ def main(argv: list[str] | None = None) -> int:
     from accelerate import PartialState
 
     state = PartialState()
+    unequal = unequal_items_window(cpu=cpu) if run.num_processes > 1 else None
     if args.expect_processes is not None and run.num_processes != args.expect_processes:
         print(
             f"error: expected {args.expect_processes} processes, Accelerate sees {run.num_processes} "
@@ -123,7 +132,8 @@ def main(argv: list[str] | None = None) -> int:
         )
         return 3
     if state.is_main_process:
-        write_result(args.output, run, {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()})
+        arguments = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()}
+        write_result(args.output, run, arguments, {"unequal_items": unequal})
         print(
             f"wrote {args.output}: {run.num_processes} process(es), {run.optimizer_steps} optimizer steps, "
             f"effective batch {run.effective_batch_size} samples"

@@ -18,6 +18,9 @@ with and without ``no_sync()`` on the first N-1 micro-steps: ``"weights"`` (list
 ``"allreduce_calls"``, ``"allreduce_elements"``, ``"max_rank_weight_diff"`` (largest difference between the ranks'
 weights after the step: DDP keeps replicas identical), ``"loss"`` (mean loss of the window over all ranks);
 
+``"no_sync_backward_only"``: the same window with the forward OUTSIDE ``no_sync()`` and only ``backward()`` inside it
+(a silent mistake: DDP decides in the forward whether the next backward all-reduces): the same keys;
+
 ``"timing"``: ``"windows"``, ``"parameters"``, ``"no_sync_s"`` / ``"sync_s"`` (median wall seconds per window on
 rank 0), ``"no_sync_comm_s"`` / ``"sync_comm_s"`` (all-reduce seconds per window), ``"no_sync_calls"`` /
 ``"sync_calls"`` (hook calls per window);
@@ -31,6 +34,7 @@ average is the sum of all token losses / all tokens).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import statistics
 import time
@@ -46,7 +50,7 @@ from torch.distributed.elastic.multiprocessing.errors import record
 from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
 
-from ..foundations.accumulation import Batch, sum_cross_entropy
+from ..foundations.accumulation import Batch, count_items, sum_cross_entropy
 from ..foundations.data import check_accum_steps, load_digits_tensors
 from ..foundations.models import TinyLM, make_digits_model
 from ..parallel.distributed import (
@@ -85,6 +89,28 @@ def _wrap(model: nn.Module, device: torch.device) -> tuple[DDP, AllReduceCounter
 
 def _to(batches: Sequence[Batch], device: torch.device) -> list[Batch]:
     return [(x.to(device), y.to(device)) for x, y in batches]
+
+
+def _no_sync_around_backward_only(micro_batches, device, lr: float) -> dict[str, Any]:
+    """``accumulate_window``'s window with ``no_sync()`` around ``backward()`` only: DDP's ``forward`` reads
+    ``require_backward_grad_sync`` and prepares the reducer for an all-reduce, so every micro-step synchronizes."""
+    ddp, counter = _wrap(make_digits_model(seed=0, hidden=32), device)
+    optimizer = torch.optim.SGD(ddp.parameters(), lr=lr)
+    counts = torch.tensor([sum(count_items(b) for b in micro_batches)], dtype=torch.float64, device=device)
+    dist.all_reduce(counts)
+    scale = dist.get_world_size() / counts.item()
+    for i, batch in enumerate(micro_batches):
+        loss = sum_cross_entropy(ddp, batch)  # the forward, outside no_sync()
+        with contextlib.nullcontext() if i == len(micro_batches) - 1 else ddp.no_sync():
+            (loss * scale).backward()
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+    return {
+        "weights": [p.detach().cpu().clone() for p in ddp.module.parameters()],
+        "allreduce_calls": counter.calls,
+        "allreduce_elements": counter.elements,
+        "max_rank_weight_diff": _max_rank_diff(ddp.module),
+    }
 
 
 def _one_window(micro_batches, device, lr: float, use_no_sync: bool) -> dict[str, Any]:
@@ -199,6 +225,7 @@ def main(argv: list[str] | None = None) -> int:
             "rank0_indices": [int(i) for i in sampler],  # written by rank 0: its own indices
             "no_sync": _one_window(micro_batches, device, args.lr, use_no_sync=True),
             "sync_every_micro_step": _one_window(micro_batches, device, args.lr, use_no_sync=False),
+            "no_sync_backward_only": _no_sync_around_backward_only(micro_batches, device, args.lr),
             "timing": _timing(micro_batches, device, args.timing_hidden, args.timing_windows, args.lr),
             "tokens": _tokens(rank, device) if world == len(TOKEN_LABEL_COUNTS) else None,
         }

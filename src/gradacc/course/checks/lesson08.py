@@ -3,8 +3,9 @@
 Exercise 8.1 asks for ``running_var_after(running_var, micro_batches, momentum)``: BatchNorm's running variance after
 one training-mode forward per micro-batch; the check compares it with a real ``nn.BatchNorm1d``. Exercises 8.2 and
 8.3 check one function, ``grad_cache_backward(encoder, views_a, views_b, accum_steps, temperature)``: the InfoNCE
-gradient of the WHOLE batch (every other sample a negative) computed chunk by chunk (8.2), with the saved
-activations of about one chunk alive at a time (8.3).
+gradient of the WHOLE batch (every other sample a negative) computed chunk by chunk (8.2), also through an encoder
+with dropout, where each chunk's re-run must replay the random numbers of its first pass, with the saved activations
+of about one chunk alive at a time (8.3).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from torch import nn
 from ...foundations.data import load_digits_tensors
 from ...foundations.graphs import SavedTensorMeter
 from ...foundations.models import make_digits_model
-from ...foundations.pitfalls import info_nce_loss, two_views
+from ...foundations.pitfalls import first_pass_gradient, info_nce_loss, recorded_forwards, two_views
 from ...i18n import _
 from . import run_check
 
@@ -69,16 +70,22 @@ def check_running_var(running_var_after: Callable[..., torch.Tensor]) -> None:
     run_check("8.1", body)
 
 
-# (samples, accum_steps, hidden, temperature, first sample): chunks of 16, of 10, and unequal chunks (40 / 3)
-_GC_CASES = ((48, 3, 64, 0.1, 0), (40, 4, 32, 0.2, 500), (40, 3, 64, 0.05, 900))
+# (samples, accum_steps, hidden, temperature, first sample, dropout): chunks of 16, of 10, unequal chunks (40 / 3),
+# and an encoder with dropout 0.1 (as retrievers use), whose re-runs must replay the first pass's random numbers
+_GC_CASES = (
+    (48, 3, 64, 0.1, 0, 0.0),
+    (40, 4, 32, 0.2, 500, 0.0),
+    (40, 3, 64, 0.05, 900, 0.0),
+    (48, 4, 64, 0.1, 1200, 0.1),
+)
 # wider encoders for the memory check, so that activations (not the [B, B] similarities) dominate
 _GC_MEMORY_CASES = ((48, 3, 256, 0.1, 0), (40, 4, 256, 0.2, 500))
 
 
-def _gc_setup(n: int, hidden: int, start: int, seed: int):
+def _gc_setup(n: int, hidden: int, start: int, seed: int, dropout: float = 0.0):
     x = load_digits_tensors()[0]
     views_a, views_b = two_views(x[start : start + n])
-    encoder = make_digits_model(seed=seed, hidden=hidden, depth=2)
+    encoder = make_digits_model(seed=seed, hidden=hidden, depth=2, dropout=dropout)
     return encoder, views_a, views_b
 
 
@@ -100,27 +107,60 @@ def _learner(grad_cache_backward, encoder: nn.Module, views_a, views_b, accum_st
     return loss, grads, meter.peak_bytes
 
 
+def _learner_with_dropout(grad_cache_backward, encoder: nn.Module, views_a, views_b, accum_steps, temperature, seed):
+    """The learner's loss and gradient through an encoder with dropout, and what they must be: the loss and gradient
+    with the dropout masks of each sample's FIRST forward (``first_pass_gradient``), whatever the order and the
+    chunks of the learner's forwards."""
+    learner = copy.deepcopy(encoder)
+    with torch.random.fork_rng(devices=[]), recorded_forwards(learner) as calls:
+        torch.manual_seed(seed)
+        loss = grad_cache_backward(learner, views_a, views_b, accum_steps, temperature)
+    want_loss, want = first_pass_gradient(copy.deepcopy(encoder), calls, views_a, views_b, temperature)
+    return loss, [p.grad for p in learner.parameters()], want_loss, want
+
+
 def check_grad_cache_gradient(grad_cache_backward: Callable[..., float]) -> None:
     """Exercise 8.2: ``grad_cache_backward`` leaves the FULL-batch InfoNCE gradient in ``.grad``, chunk by chunk.
 
     ``grad_cache_backward(encoder, views_a, views_b, accum_steps, temperature)`` must return the full-batch loss (a
     float) and leave in each parameter's ``.grad`` the gradient of ``info_nce_loss(encoder(views_a),
     encoder(views_b), temperature)`` over the whole batch. Cases of its own: 2-hidden-layer encoders, chunks of
-    equal and unequal sizes. Tolerance 1e-5 on the gradient (float32), 1e-5 on the loss. Prints
+    equal and unequal sizes, and one encoder with dropout 0.1: there the loss must be the loss of the first pass's
+    embeddings and the gradient its gradient with the first pass's dropout masks (each sample's first forward,
+    replayed by ``gradacc.foundations.pitfalls.first_pass_gradient``), which needs each chunk's re-run to replay the
+    random numbers of its first forward. Tolerance 1e-5 on the gradient (float32), 1e-5 on the loss. Prints
     ``Exercise 8.2: correct`` or what went wrong; returns ``None``.
     """
 
     def body() -> str | None:
-        for seed, (n, accum_steps, hidden, temperature, start) in enumerate(_GC_CASES):
-            encoder, views_a, views_b = _gc_setup(n, hidden, start, seed)
-            want_loss, want, _peak = _full_batch(encoder, views_a, views_b, temperature)
-            loss, grads, _peak = _learner(grad_cache_backward, encoder, views_a, views_b, accum_steps, temperature)
-            case = _("batch of {n}, accum_steps={accum_steps}").format(n=n, accum_steps=accum_steps)
+        for seed, (n, accum_steps, hidden, temperature, start, dropout) in enumerate(_GC_CASES):
+            encoder, views_a, views_b = _gc_setup(n, hidden, start, seed, dropout)
+            if dropout:
+                loss, grads, want_loss, want = _learner_with_dropout(
+                    grad_cache_backward, encoder, views_a, views_b, accum_steps, temperature, seed
+                )
+                case = _("batch of {n}, accum_steps={accum_steps}, dropout {p}").format(
+                    n=n, accum_steps=accum_steps, p=dropout
+                )
+            else:
+                want_loss, want, _peak = _full_batch(encoder, views_a, views_b, temperature)
+                loss, grads, _peak = _learner(grad_cache_backward, encoder, views_a, views_b, accum_steps, temperature)
+                case = _("batch of {n}, accum_steps={accum_steps}").format(n=n, accum_steps=accum_steps)
             if any(g is None for g in grads):
                 return _(
                     "{case}: some parameters have no .grad after grad_cache_backward (call backward on each chunk)"
                 ).format(case=case)
             diff = max(float((g - w).abs().max()) for g, w in zip(grads, want, strict=True))
+            if dropout and isinstance(loss, (float, int, torch.Tensor)) and abs(float(loss) - want_loss) > 1e-5:
+                return _(
+                    "{case}: returned loss {got}, but your first pass's embeddings with dropout on give {want} (keep "
+                    "the encoder in training mode)"
+                ).format(case=case, got=f"{float(loss):.6f}", want=f"{want_loss:.6f}")
+            if dropout and diff > 1e-5:
+                return _(
+                    "{case}: the gradient differs by {diff} from the gradient of your loss with the dropout masks of "
+                    "the first pass (restore each chunk's random-number state before its re-run: lesson 08, section 3)"
+                ).format(case=case, diff=f"{diff:.2e}")
             if diff > 1e-5:
                 return _(
                     "{case}: the gradient differs from the full-batch InfoNCE gradient by {diff} (every sample needs "
