@@ -15,7 +15,9 @@ Formats (the roster is read in the same format as the file written):
 
 A gradebook student is matched to the roster entry whose name, login, LMS or SIS id, e-mail or e-mail's local part
 equals the student's name after normalising (lower case; runs of anything but letters and digits as one ``_``; a
-``Last, First`` name also as ``first_last``). Students of the roster without a submission get 0 and are listed;
+``Last, First`` name also as ``first_last``); a student folder named as the LMS names its download is matched by the
+id or name it carries (Canvas's ``<name>_<user id>_<submission id>`` by the user id, the roster's ``ID``; Moodle's
+``<full name>_<participant id>_assignsubmission_file_`` by the full name). Students of the roster without a submission get 0 and are listed;
 gradebook students the roster lacks are never dropped: they are listed, written to ``<out>.unmatched.csv`` with their
 points, and make the command exit 1 unless ``--allow-unmatched``. A name that fits two roster entries, or two names that fit one
 entry, are left out the same way (ambiguous).
@@ -34,10 +36,11 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .files import write_csv
+from .files import csv_text, write_csv
 from .gradebook import NOT_GRADED, _num
 
-__all__ = ["FORMATS", "RosterEntry", "ExportReport", "normalise", "read_roster", "read_gradebook", "export_grades"]
+__all__ = ["FORMATS", "RosterEntry", "ExportReport", "normalise", "lms_folder_keys", "read_roster", "read_gradebook",
+           "export_grades"]  # fmt: skip
 
 FORMATS = ("canvas", "moodle", "csv")
 _CANVAS_IDENTITY = ("Student", "ID", "SIS User ID", "SIS Login ID", "Section")
@@ -155,7 +158,8 @@ def read_gradebook(path: str | Path) -> tuple[dict[str, dict[str, float | None]]
     An exercise's points are ``None`` (no grade, never 0) when a row of it has a status the grader could not grade
     (``NOT_GRADED``: ``ungraded``, ``grader-error``). A file whose name is no exercise (an ``unrecognized`` row, a
     refused file without an exercise) adds no exercise; a row without a student (a stray file at the top of the class
-    folder) adds no student. Every other student of the file is present, also one whose only row is an unrecognized
+    folder) adds no student. A student's name is read as the student wrote it (``csv_text``: ``'=1+2`` is ``=1+2``;
+    the files written neutralise it again). Every other student of the file is present, also one whose only row is an unrecognized
     file (no exercise). A gradebook without a ``status`` column (an older one) reads as graded.
 
     Raises:
@@ -168,7 +172,7 @@ def read_gradebook(path: str | Path) -> tuple[dict[str, dict[str, float | None]]
     points: dict[str, dict[str, float | None]] = {}
     max_points: dict[str, float] = {}
     for row in rows:
-        student, exercise, status = row["student"], row["exercise"].strip(), row.get("status", "")
+        student, exercise, status = csv_text(row["student"]), row["exercise"].strip(), row.get("status", "")
         most = float(row["max_points"] or 0)
         if not student.strip():
             continue  # no student's: a stray file at the top of the class folder
@@ -254,13 +258,41 @@ def export_grades(
     )
 
 
+_CANVAS_FOLDER = re.compile(r"(?P<name>[0-9a-z_]+?)_(?:late_)?(?P<user>\d+)_(?P<submission>\d+)")
+"""Canvas's Download Submissions name, normalised: ``<name>_<user id>_<submission id>`` (``_LATE`` after the name
+when late); the user id is the ``ID`` column of Canvas's gradebook export."""
+_MOODLE_FOLDER = re.compile(r"(?P<name>[0-9a-z_]+?)_(?P<participant>\d+)_assignsubmission_[a-z]+")
+"""Moodle's Download all submissions folder, normalised: ``<full name>_<participant id>_assignsubmission_file_``;
+the participant id is the assignment's own (no roster has it), so the full name is matched."""
+
+
+def lms_folder_keys(student: str) -> list[str]:
+    """The keys a gradebook student is matched by, in order: the whole name normalised, then, for a folder named as
+    an LMS names its download, the roster key it carries (Canvas: the user id; Moodle: the full name).
+
+    Example:
+        >>> lms_folder_keys("liddellalice_LATE_1001_7001"), lms_folder_keys("Alice Liddell_88_assignsubmission_file_")
+        (['liddellalice_late_1001_7001', '1001'], ['alice_liddell_88_assignsubmission_file', 'alice_liddell'])
+    """
+    key = normalise(student)
+    keys = [key]
+    for pattern, part in ((_CANVAS_FOLDER, "user"), (_MOODLE_FOLDER, "name")):
+        found = pattern.fullmatch(key)
+        if found:
+            keys.append(found[part])
+    return keys
+
+
 def _match(entries: list[RosterEntry], points: dict) -> tuple[dict[str, int], list[str], list[str]]:
     """``(matched: gradebook student -> roster index, unmatched, ambiguous)`` (see the module docstring)."""
     owners: dict[str, list[int]] = {}
     for i, entry in enumerate(entries):
         for key in entry.keys:
             owners.setdefault(key, []).append(i)
-    hits = {student: sorted(set(owners.get(normalise(student), []))) for student in points}
+    hits = {}
+    for student in points:
+        keys = [k for k in lms_folder_keys(student) if k in owners]
+        hits[student] = sorted(set(owners[keys[0]])) if keys else []
     claims: dict[int, int] = {}
     for found in hits.values():
         for i in found:
