@@ -246,8 +246,9 @@ def test_a_stray_file_adds_no_column_and_no_student(tmp_path):
     assert _read(tmp_path / "out.csv") == [
         ["student", "id", "email", "gradacc 02_pytorch", "total"],
         ["Kim", "", "", "6", "6"],
-        ["Lee", "", "", "0", "0"],
+        ["Lee", "", "", "", ""],  # refused (never read): blank, never 0, and named (issue 60 follow-up)
     ]
+    assert report.refused == {"lee": ["02_pytorch"]} and report.not_graded == {}
 
 
 HOSTILE = ["=1+2", "+SUM(A1)", "-2+3", "@cmd", "\tlead", "\rlead", '=HYPERLINK("http://x")']
