@@ -362,3 +362,11 @@ def test_student_folders_named_as_the_lms_download_match_the_roster(tmp_path, ca
     report = export_grades(gradebook, moodle, "moodle", tmp_path / "moodle_import.csv")
     assert report.matched == {"Alice Liddell_88_assignsubmission_file_": "Alice"} and report.unmatched == []
     assert [r[4] for r in _read(tmp_path / "moodle_import.csv")[1:]] == ["5", "0"]
+
+
+def test_the_class_view_sorts_the_checks_passed_by_number():
+    """Issue 60 follow-up: `checks passed` read `11.1 11.2 2.1 2.2` (text order)."""
+    rows = [Row("kim", "02_pytorch", "graded", 6, 6, checks={"2.1": 3, "2.2": 3}),
+            Row("kim", "11_parallel", "graded", 4, 4, checks={"11.1": 2, "11.2": 2})]  # fmt: skip
+    header, lines = class_view(Gradebook(rows=rows, check_columns=[], seed=1, wall_s=1.0))
+    assert header[-1] == "checks passed" and lines == [["kim", "6 / 6", "4 / 4", "10", "10", "2.1 2.2 11.1 11.2"]]
