@@ -1184,3 +1184,5 @@ def test_a_hard_linked_copy_of_the_class_is_refused_loudly_never_silently(corpus
     assert lms.read_text().splitlines()[1:] == ["Yan,,,,", "Zoe,,,,"]  # blank, never 0
     shutil.rmtree(tmp_path / "submissions.bak")  # the fix: no hard-linked copy left, the same class grades
     assert main(args) == 0
+    with out.open() as f:
+        assert [(r["student"], r["status"]) for r in csv.DictReader(f)] == [("yan", "graded"), ("zoe", "graded")]
