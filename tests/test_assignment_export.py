@@ -43,10 +43,29 @@ def test_next_names_a_clean_path_and_the_environments_tool(tmp_path, capsys):
 
 
 def test_a_course_ref_the_clone_lacks_is_refused(tmp_path, capsys):
-    with pytest.raises(GradingError, match=r"has no tag, branch or commit 'v99\.0'.*git tag v99\.0"):
-        check_course_ref(ROOT / "solutions", "v99.0")
+    with pytest.raises(GradingError, match=r"has no tag, branch or commit 'v99\.0'.*git tag v99\.0") as error:
+        check_course_ref(ROOT / "solutions", "v99.0", "https://github.com/o/c")
+    said = str(error.value)  # issue 60 follow-up: the solutions folder is no "course's clone"; origin may be no remote
+    assert "the git clone that holds the solutions folder" in said and "course's clone" not in said
+    assert "push the tag to that repository (git push REMOTE v99.0, where git remote -v shows which REMOTE is " in said
+    assert "git push origin" not in said
     args = ["export-assignments", "--format", "otter", "--course-ref", "v99.0", "--out", str(tmp_path / "o")]
     assert main([*args, "--reference", str(ROOT / "solutions")]) == 2
     assert "no tag, branch or commit 'v99.0'" in capsys.readouterr().err
     assert not (tmp_path / "o").exists()  # nothing written
     assert "not in a git clone" in check_course_ref(tmp_path, "v1.0")  # a copy without git: said, not refused
+
+
+def test_without_a_course_ref_the_moving_main_is_said(tmp_path, capsys):
+    """Issue 60 follow-up: without --course-ref the export quietly pinned archive/main.zip, which moves."""
+    args = ["export-assignments", "--format", "otter", "--exercise", "01_theory", "--out", str(tmp_path / "o")]
+    assert main([*args, "--reference", str(ROOT / "solutions"), "--course-repository", "https://github.com/o/c"]) == 0
+    err = capsys.readouterr().err
+    assert (
+        "warning: no --course-ref: the grading image installs the course from https://github.com/o/c's archive " in err
+    )
+    assert "of main, which moves with every commit pushed there" in err
+    assert (
+        "gradacc[libs] @ https://github.com/o/c/archive/main.zip"
+        in (tmp_path / "o/01_theory/requirements.txt").read_text()
+    )

@@ -15,7 +15,11 @@ import contextlib
 import csv
 import dataclasses
 import json
+import os
 import re
+import stat
+import subprocess
+import sys
 import time
 from pathlib import Path
 from types import SimpleNamespace
@@ -382,6 +386,43 @@ def _fake_shards(root: Path, count: int = 2, seed: int = 7) -> list[Path]:
         finish_shard(paths, record, Gradebook(rows, ["1.1", "1.2"], seed, 1.0, "none"), cpu_s=2.0)
         folders.append(paths.folder)
     return folders
+
+
+def test_grade_class_sh_keeps_the_seed_and_the_logs_private(tmp_path):
+    """Issue 60 follow-up: under umask 022, grade-class.sh wrote RESULTS/seed 0644 and Slurm's logs (which name the
+    seed) 0644. The guide's script runs as it stands, with a stand-in `sbatch` that records the umask it was given
+    (Slurm gives it to the job, and creates the job's log with it); no cluster is needed."""
+    scripts, fake, course = tmp_path / "scripts", tmp_path / "bin", tmp_path / "course"
+    scripts.mkdir()
+    for name, text in guide_files().items():
+        (scripts / name).write_text(text)
+    fake.mkdir()
+    (fake / "sbatch").write_text('#!/bin/bash\numask >> "$RESULTS/umask-seen"\necho "4$RANDOM;one"\n')
+    (fake / "sbatch").chmod(0o755)
+    (course / ".venv" / "bin").mkdir(parents=True)
+    (course / ".venv" / "bin" / "python").symlink_to(sys.executable)
+    results = tmp_path / "results"
+    env = {**os.environ, "PATH": f"{fake}:{os.environ['PATH']}", "COURSE": str(course), "RESULTS": str(results),
+           "SUBMISSIONS": str(tmp_path / "submissions"), "SHARDS": "2"}  # fmt: skip
+    done = subprocess.run(["bash", "-c", f"umask 022 && bash {scripts / 'grade-class.sh'}"], env=env,
+                          capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert re.fullmatch(r"array 4\d* merge 4\d* seed \d+\n", done.stdout), done.stdout
+    modes = {p.name: stat.S_IMODE(p.stat().st_mode) for p in (results, results / "seed")}
+    assert modes == {"results": 0o700, "seed": 0o600}
+    assert (results / "umask-seen").read_text().split() == ["0077", "0077"]  # the array's and the merge's
+
+
+def test_the_merge_warns_of_refused_files_and_exits_4(tmp_path, capsys):
+    """Issue 60 follow-up: a refused file (a hard-linked copy of the class) must never pass unseen, shards or not."""
+    folders = _fake_shards(tmp_path)
+    message = "a hard link to a file outside the class (2 names, 1 of them in the submissions folder): never read"
+    _edit(folders[0], lambda r: r["rows"][0].update(status="refused-file", points=0, message=message))
+    args = ["grade-merge", "--out", str(tmp_path / "book.csv")]
+    assert main(args) == 4
+    err = capsys.readouterr().err
+    assert "warning: 1 submission of 1 student was refused" in err and "cp -al" in err, err
+    assert main([*args, "--allow-refused"]) == 0
 
 
 def _edit(folder: Path, change) -> None:

@@ -246,8 +246,9 @@ def test_a_stray_file_adds_no_column_and_no_student(tmp_path):
     assert _read(tmp_path / "out.csv") == [
         ["student", "id", "email", "gradacc 02_pytorch", "total"],
         ["Kim", "", "", "6", "6"],
-        ["Lee", "", "", "0", "0"],
+        ["Lee", "", "", "", ""],  # refused (never read): blank, never 0, and named (issue 60 follow-up)
     ]
+    assert report.refused == {"lee": ["02_pytorch"]} and report.not_graded == {}
 
 
 HOSTILE = ["=1+2", "+SUM(A1)", "-2+3", "@cmd", "\tlead", "\rlead", '=HYPERLINK("http://x")']
@@ -321,8 +322,51 @@ def test_gitignore_keeps_grades_and_submissions_out_of_git(tmp_path):
         "class-progress.csv",
         "feedback/alice.md",
         "submissions/alice/02_pytorch.ipynb",
+        "canvas_import.csv",  # issue 60 follow-up: every file the guides name, as they name it
+        "moodle_import.csv",
+        "similarity.csv",
+        "similarity.md",
+        "feedback.zip",
+        "returned/alice_feedback.md",
     ]
     done = subprocess.run(
         ["git", "-C", str(ROOT), "check-ignore", "--no-index", *ignored], capture_output=True, text=True, check=False
     )
     assert done.stdout.split() == ignored, done.stderr
+
+
+def test_student_folders_named_as_the_lms_download_match_the_roster(tmp_path, capsys):
+    """Issue 60: lms.md says to name student folders as Canvas names its download (`<name>_<user id>_<submission
+    id>`), but export sent `liddellalice_1001_7001` to the unmatched list (a 0 with --allow-unmatched). Canvas's by
+    the user id (the roster's ID), Moodle's by the full name; a name like a formula is shown raw in the terminal."""
+    rows = [
+        Row("liddellalice_1001_7001", "02_pytorch", "graded", 6, 6),
+        Row("builderbob_LATE_1002_7002", "02_pytorch", "graded", 3, 6),
+        Row("=1+2", "02_pytorch", "graded", 1, 6),
+    ]
+    gradebook = tmp_path / "gradebook.csv"
+    Gradebook(rows=rows, check_columns=[], seed=1, wall_s=1.0).write_csv(gradebook)
+    canvas = tmp_path / "canvas.csv"
+    canvas.write_text('Student,ID,SIS User ID\n"Liddell, Alice",1001,S1\n"Builder, Bob",1002,S2\n', encoding="utf-8")
+    out = tmp_path / "canvas_import.csv"
+    code = main(["export", str(gradebook), "--roster", str(canvas), "--format", "canvas", "--out", str(out)])
+    assert code == 1  # "=1+2" is in no roster
+    assert [r[:2] + r[5:] for r in _read(out)[2:]] == [["Liddell, Alice", "1001", "6"], ["Builder, Bob", "1002", "3"]]
+    err = capsys.readouterr().err
+    assert "=1+2 (not in the roster)" in err and "'=1+2" not in err  # the student's own name; the CSV quotes it
+    assert _read(out.with_name(out.name + ".unmatched.csv"))[1][0] == "'=1+2"
+    moodle_rows = [Row("Alice Liddell_88_assignsubmission_file_", "02_pytorch", "graded", 5, 6)]
+    Gradebook(rows=moodle_rows, check_columns=[], seed=1, wall_s=1.0).write_csv(gradebook)
+    moodle = tmp_path / "moodle.csv"
+    moodle.write_text("First name,Last name,Email address\nAlice,Liddell,a@x.org\nBob,Builder,b@x.org\n", "utf-8")
+    report = export_grades(gradebook, moodle, "moodle", tmp_path / "moodle_import.csv")
+    assert report.matched == {"Alice Liddell_88_assignsubmission_file_": "Alice"} and report.unmatched == []
+    assert [r[4] for r in _read(tmp_path / "moodle_import.csv")[1:]] == ["5", "0"]
+
+
+def test_the_class_view_sorts_the_checks_passed_by_number():
+    """Issue 60 follow-up: `checks passed` read `11.1 11.2 2.1 2.2` (text order)."""
+    rows = [Row("kim", "02_pytorch", "graded", 6, 6, checks={"2.1": 3, "2.2": 3}),
+            Row("kim", "11_parallel", "graded", 4, 4, checks={"11.1": 2, "11.2": 2})]  # fmt: skip
+    header, lines = class_view(Gradebook(rows=rows, check_columns=[], seed=1, wall_s=1.0))
+    assert header[-1] == "checks passed" and lines == [["kim", "6 / 6", "4 / 4", "10", "10", "2.1 2.2 11.1 11.2"]]

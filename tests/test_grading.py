@@ -1150,3 +1150,39 @@ def test_a_pt_br_submission_gets_the_english_points_and_portuguese_feedback(tmp_
     capsys.readouterr()
     assert main(["classroom", "points", str(tmp_path / "wrong_pt.csv"), "1.1", "2"]) == 1
     assert capsys.readouterr().out.startswith("Exercício 1.1: 0 de 2 pontos - 1.1: Exercício 1.1: incorreto - ")
+
+
+def test_a_hard_linked_copy_of_the_class_is_refused_loudly_never_silently(corpus, tmp_path, capsys):
+    """Issue 60 follow-up: the instructor's own backup `cp -al submissions ../submissions.bak` made every file a hard
+    link to a file outside the class; the whole class became refused-file 0/N, `--quiet` printed nothing and the exit
+    code was 0. Now a warning (with --quiet) names the count and the fix, the exit code is 4 (0 with --allow-refused),
+    and export leaves those cells blank with a warning of their own. No notebook runs (a refused file is never read)."""
+    solutions, _, _ = corpus
+    subs = tmp_path / "submissions"
+    for student in ("yan", "zoe"):
+        _write(generate_exercise(small_solution_02()), subs / student / "02_small.ipynb")
+    shutil.copytree(subs, tmp_path / "submissions.bak", copy_function=os.link)  # what `cp -al` makes
+    out = tmp_path / "gradebook.csv"
+    args = ["grade", str(subs), "--reference", str(solutions), "--out", str(out), "--quiet", "--seed", "1"]
+    capsys.readouterr()
+    assert main(args) == 4
+    said = capsys.readouterr()
+    assert said.out == ""
+    assert "warning: 2 submissions of 2 students were refused (refused-file" in said.err, said.err
+    assert "2 of them are hard links to a file outside the class" in said.err and "cp -al" in said.err
+    assert "cp -a (no -l)" in said.err and "pass --allow-refused to exit 0" in said.err
+    assert main([*args, "--allow-refused"]) == 0
+    said = capsys.readouterr().err
+    assert "2 submissions of 2 students were refused" in said and "--allow-refused" not in said
+    roster = tmp_path / "roster.csv"
+    roster.write_text("student\nYan\nZoe\n", encoding="utf-8")
+    lms = tmp_path / "lms.csv"
+    assert main(["export", str(out), "--roster", str(roster), "--format", "csv", "--out", str(lms)]) == 1
+    err = capsys.readouterr().err
+    assert "2 gradebook students handed in a file the grader refused" in err and "yan (02_small)" in err
+    assert "could not be graded" not in err  # one warning, the refused one
+    assert lms.read_text().splitlines()[1:] == ["Yan,,,,", "Zoe,,,,"]  # blank, never 0
+    shutil.rmtree(tmp_path / "submissions.bak")  # the fix: no hard-linked copy left, the same class grades
+    assert main(args) == 0
+    with out.open() as f:
+        assert [(r["student"], r["status"]) for r in csv.DictReader(f)] == [("yan", "graded"), ("zoe", "graded")]

@@ -159,3 +159,33 @@ def test_a_public_hidden_check_gives_no_answer_to_copy():
         assert first[check] and second[check]
         assert set(first[check].splitlines()).isdisjoint(second[check].splitlines()), check
     assert _hidden_prints(1) == first  # the same seed, the same text: what makes --seed and --resume fair
+
+
+def test_a_release_of_some_exercises_links_only_to_what_it_holds(tmp_path, capsys):
+    """Issue 60 follow-up: no way to hand out only exercises 02 and 11; the release's README linked to solutions/
+    (absent there) and its Makefile kept `make test` and other targets that need tests/."""
+    out = tmp_path / "class"
+    assert main(["release", str(out), "--root", str(ROOT), "--exercise", "02", "--exercise", "11_parallel"]) == 0
+    assert "exercises 02_pytorch, 11_parallel (en, pt-BR)" in capsys.readouterr().out
+    names = set(_texts(out))
+    assert {n for n in names if "exercises/" in n} == {
+        "exercises/02_pytorch.ipynb", "exercises/11_parallel.ipynb",
+        "pt-BR/exercises/02_pytorch.ipynb", "pt-BR/exercises/11_parallel.ipynb"}  # fmt: skip
+    for name, text in _texts(out).items():
+        if not name.endswith(".md"):
+            continue
+        for target in re.findall(r"\]\(([^)\s]+)\)", text):
+            target = target.split("#", 1)[0]
+            if target and not re.match(r"[a-z]+:", target):
+                assert ((out / name).parent / target).exists(), (name, target)  # every link leads somewhere
+        assert "solutions/" not in re.sub(r"`[^`]*`", "", text) or name.startswith("docs"), name
+    readme = (out / "README.md").read_text(encoding="utf-8")
+    assert "> This is the student release of the course: the exercises 02_pytorch, 11_parallel" in readme
+    assert "> Esta é a versão para os alunos" in (out / "README.pt-BR.md").read_text(encoding="utf-8")
+    makefile = (out / "Makefile").read_text(encoding="utf-8")
+    targets = set(re.findall(r"^([a-z][\w-]*)\s*:(?!=)", makefile, re.M))
+    assert targets == {"install", "lab", "lab-pt", "bench", "clean"} and "tests/" not in makefile
+    done = subprocess.run(["make", "-C", str(out), "-n", "install"], capture_output=True, text=True, check=False)
+    assert done.returncode == 0 and "pip install" in done.stdout, done.stderr  # the Makefile still parses and runs
+    assert main(["release", str(tmp_path / "x"), "--root", str(ROOT), "--exercise", "99"]) == 2
+    assert "--exercise 99: no exercise is called that (the exercises: 01_theory" in capsys.readouterr().err

@@ -7,6 +7,12 @@ READMEs and the learner's pages of ``docs/``. Never in it: ``solutions/`` and ``
 ``hidden/`` (the hidden checks), ``tests/`` (the wrong-answer corpus among them), the instructor's and maintainer's
 guides and ``locale/``.
 
+``--exercise NN`` (repeatable; ``02`` or ``02_pytorch``) hands out only those exercises, in both editions (the
+lessons stay whole: each builds on the ones before). The copy is made for the release: its READMEs and pages link only
+to what it holds (a link to a file it lacks keeps its text, and the sentence that sends students to ``solutions/`` is
+dropped), and its ``Makefile`` keeps only the targets that work without the course's tests, solutions, catalogs and
+site (``install``, ``lab``, ``lab-pt``, ``bench``, ``clean``: ``RELEASE_TARGETS``).
+
 After copying, every file is read back: the release is refused (and removed) when a notebook or page holds a
 ``### BEGIN SOLUTION`` marker, or any file holds a line of an answer (a line between the markers of a solution that
 its exercise does not hold) or of a hidden check (``leaks``).
@@ -21,9 +27,11 @@ from pathlib import Path
 
 import nbformat
 
+from ..i18n import N_, translate
 from .notebooks import BEGIN, END
 
-__all__ = ["RELEASED", "LESSONS", "answer_lines", "hidden_lines", "leaks", "build_release"]
+__all__ = ["RELEASED", "LESSONS", "RELEASE_TARGETS", "answer_lines", "hidden_lines", "leaks", "select_exercises",
+           "release_makefile", "release_links", "release_note", "RELEASE_NOTE", "build_release"]  # fmt: skip
 
 RELEASED = (
     "README.md",
@@ -43,6 +51,9 @@ RELEASED = (
 """The course's files in a release (globs from the course root), besides the package and the lessons."""
 LESSONS = ("lessons/*.ipynb", "pt-BR/lessons/*.ipynb")
 PACKAGE = "src/gradacc"
+RELEASE_TARGETS = ("install", "lab", "lab-pt", "bench", "clean")
+"""The ``make`` targets a release keeps: the others need what it lacks (``tests/``, ``solutions/``, ``locale/``,
+the site's sources)."""
 _SKIPPED = ("__pycache__", ".pyc", ".egg-info", ".ipynb_checkpoints")
 MIN_LINE = 24
 """An answer or hidden-check line shorter than this many characters (stripped) is too common to be evidence."""
@@ -112,12 +123,87 @@ def leaks(release: Path, root: Path) -> list[str]:
     return found
 
 
-def build_release(root: Path, out: Path, *, lessons: bool = True) -> list[Path]:
+def select_exercises(root: Path, wanted: list[str] | None) -> set[str] | None:
+    """The exercise names (``NN_topic``) of ``exercises/`` that ``wanted`` (``02`` or ``02_pytorch`` each) names, or
+    ``None`` (every one) when ``wanted`` is empty.
+
+    Raises:
+        ValueError: a name that fits no exercise (the message lists them).
+    """
+    if not wanted:
+        return None
+    names = sorted(p.stem for p in Path(root).glob("exercises/*.ipynb") if not p.name.startswith("."))
+    chosen = set()
+    for want in wanted:
+        fits = [n for n in names if n == want or n.split("_", 1)[0] == want.zfill(2)]
+        if not fits:
+            raise ValueError(f"--exercise {want}: no exercise is called that (the exercises: {', '.join(names)})")
+        chosen.update(fits)
+    return chosen
+
+
+def release_makefile(text: str) -> str:
+    """The course's ``Makefile`` for a release: only the rules of ``RELEASE_TARGETS`` (each paragraph, comments
+    included, that defines another target is dropped) and the ``.PHONY`` and ``INSTALL_GOALS`` lists cut to them."""
+    kept = []
+    for block in text.split("\n\n"):
+        targets = re.findall(r"^([a-z][\w-]*)\s*:(?!=)", block, re.M)
+        if any(t not in RELEASE_TARGETS for t in targets):
+            continue
+        kept.append(block)
+    text = "\n\n".join(kept)
+
+    def cut(match: re.Match) -> str:
+        return match.group(1) + " ".join(n for n in match.group(2).split() if n in RELEASE_TARGETS)
+
+    text = re.sub(r"^(\.PHONY: )(.*)$", cut, text, flags=re.M)
+    return re.sub(r"^(INSTALL_GOALS := )(.*)$", cut, text, flags=re.M)
+
+
+RELEASE_NOTE = N_(
+    "This is the student release of the course: the exercises {exercises}, without their answers. Here `make lab`, "
+    "`make lab TORCH=cpu`, `make lab-pt`, `make install` and `make clean` work; `make test` and the other commands "
+    "that this page names need the course's own repository (its tests, solutions and translation catalogs)."
+)
+"""The line a release's READMEs open with (after the title), in each README's language."""
+
+
+def release_note(text: str, lang: str, exercises: list[str]) -> str:
+    """``text`` (a README) with ``RELEASE_NOTE`` in ``lang`` as a quote after its first line (the title)."""
+    title, _, rest = text.partition("\n")
+    note = translate(RELEASE_NOTE, lang).format(exercises=", ".join(exercises))
+    return f"{title}\n\n> {note}\n{rest}"
+
+
+_LINK = re.compile(r"\[([^\]]*)\]\(([^)\s]+)\)")
+_SOLUTIONS_ASIDE = re.compile(r"\s*\([^()]*\[[^\]]*\]\((?:\.\./)*(?:pt-BR/)?solutions/[^)]*\)\)")
+"""``(answers in [solutions/](solutions/))``, in either edition: the release has no answers to point to."""
+
+
+def release_links(text: str, page: Path, release: Path) -> str:
+    """``text`` (a Markdown page at ``page`` of the release ``release``) without links to files the release lacks:
+    the aside that points to ``solutions/`` and a parenthesis that is only such a link (``([how](locale/README.md))``)
+    are dropped, any other such link keeps its text. Web links and anchors stay."""
+    text = _SOLUTIONS_ASIDE.sub("", text)
+
+    def missing(target: str) -> bool:
+        target = target.split("#", 1)[0]
+        return bool(target) and not re.match(r"[a-z]+:", target) and not (page.parent / target).exists()
+
+    text = re.sub(  # "([how](locale/README.md))" says nothing without its link
+        r"\s*\(" + _LINK.pattern + r"\)", lambda m: "" if missing(m.group(2)) else m.group(0), text
+    )
+    return _LINK.sub(lambda m: m.group(1) if missing(m.group(2)) else m.group(0), text)
+
+
+def build_release(root: Path, out: Path, *, lessons: bool = True, exercises: list[str] | None = None) -> list[Path]:
     """Copy the release of the course at ``root`` into ``out`` (which must not exist or be empty); return the files.
+    ``exercises`` (``02`` or ``02_pytorch`` each; ``None``: all) chooses the exercises handed out.
 
     Raises:
         ValueError: ``out`` is not empty, lies inside the course's answer folders, ``root`` is no course (no
-            ``exercises/`` or ``src/gradacc``), or the copy leaks an answer (``leaks``; ``out`` is then removed).
+            ``exercises/`` or ``src/gradacc``), an exercise that does not exist, or the copy leaks an answer
+            (``leaks``; ``out`` is then removed).
     """
     root, out = Path(root).resolve(), Path(out).resolve()
     if not (root / "exercises").is_dir() or not (root / PACKAGE).is_dir():
@@ -126,9 +212,12 @@ def build_release(root: Path, out: Path, *, lessons: bool = True) -> list[Path]:
         raise ValueError(f"{out} is not empty: give a new folder")
     if out == root or root in out.parents and out.relative_to(root).parts[0] in ("solutions", "hidden", "exercises"):
         raise ValueError(f"{out}: write the release outside the course's own folders")
+    chosen = select_exercises(root, exercises)
     patterns = RELEASED + (LESSONS if lessons else ())
     # never a dot file: tests/test_notebooks.py leaves exercises/.filled-NN_topic.ipynb (the answers filled in) while it runs
     sources = [p for pattern in patterns for p in sorted(root.glob(pattern)) if not p.name.startswith(".")]
+    if chosen is not None:
+        sources = [p for p in sources if p.parent.name != "exercises" or p.stem in chosen]
     sources += _files(root / PACKAGE)
     written = []
     for source in sources:
@@ -136,6 +225,15 @@ def build_release(root: Path, out: Path, *, lessons: bool = True) -> list[Path]:
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(source, target)
         written.append(target)
+    makefile = out / "Makefile"
+    if makefile.exists():
+        makefile.write_text(release_makefile(makefile.read_text(encoding="utf-8")), encoding="utf-8")
+    handed = sorted({p.stem for p in written if p.parent.name == "exercises"})
+    for page in (p for p in written if p.suffix == ".md"):
+        text = release_links(page.read_text(encoding="utf-8"), page, out)
+        if page.parent == out and page.name.startswith("README"):
+            text = release_note(text, "pt_BR" if "pt-BR" in page.name else "en", handed)
+        page.write_text(text, encoding="utf-8")
     problems = leaks(out, root)
     if problems:
         shutil.rmtree(out)
@@ -154,17 +252,24 @@ def add_cli(subparsers) -> None:
     p.add_argument("out", help="folder to write (new or empty)")
     p.add_argument("--root", default=".", help="the course's clone (default: here)")
     p.add_argument("--no-lessons", action="store_true", help="leave the lessons out")
+    p.add_argument(
+        "--exercise",
+        action="append",
+        metavar="NN",
+        help="hand out only this exercise (02 or 02_pytorch; repeatable; default: every one), in both editions",
+    )
     p.set_defaults(func=_cmd_release)
 
 
 def _cmd_release(args) -> int:
     try:
-        written = build_release(Path(args.root), Path(args.out), lessons=not args.no_lessons)
+        written = build_release(Path(args.root), Path(args.out), lessons=not args.no_lessons, exercises=args.exercise)
     except (OSError, ValueError) as error:
         print(f"gradacc release: {error}", file=sys.stderr)
         return 2
+    handed = sorted({p.stem for p in written if p.parent.name == "exercises"})
     print(
-        f"wrote {len(written)} files to {args.out}: exercises (en, pt-BR), "
+        f"wrote {len(written)} files to {args.out}: exercises {', '.join(handed)} (en, pt-BR), "
         f"{'lessons, ' if not args.no_lessons else ''}the package; no solutions, no hidden checks (checked)"
     )
     print(f"next: publish {args.out} to the class (a repository of your own, a zip); students run `make lab` in it")

@@ -300,9 +300,10 @@ def _pinned_name(line: str) -> str:
     return re.sub(r"[-_.]+", "-", re.split(r"[\s=<>!~;\[@]", line, maxsplit=1)[0]).lower()
 
 
-def check_course_ref(reference: Path, ref: str) -> str:
+def check_course_ref(reference: Path, ref: str | None, repository: str = "") -> str:
     """Where the Otter image will install the course from must exist: ``ref`` must name a commit of the git clone that
-    holds ``reference``. Returns ``""`` when it does, else a warning when it cannot be checked (no git, no clone).
+    holds ``reference`` (the solutions folder). Returns ``""`` when it does, else a warning: no ``ref`` (the image
+    then installs ``main``, which moves with every push), or it cannot be checked (no git, no clone).
 
     Raises:
         GradingError: the clone has no tag, branch or commit ``ref``.
@@ -310,6 +311,13 @@ def check_course_ref(reference: Path, ref: str) -> str:
     import shutil
     import subprocess
 
+    repository = repository or "the course repository"
+    if not ref:
+        return (
+            f"no --course-ref: the grading image installs the course from {repository}'s archive of main, which "
+            "moves with every commit pushed there, so a later image may grade with another version than the one "
+            "you handed out. Pass --course-ref with the term's tag, pushed to that repository (or a commit hash)"
+        )
     folder = Path(reference).resolve()
     folder = folder if folder.is_dir() else folder.parent
     git = shutil.which("git")
@@ -323,9 +331,10 @@ def check_course_ref(reference: Path, ref: str) -> str:
         if found.returncode == 0:
             return ""
     raise GradingError(
-        f"--course-ref {ref}: the course's clone ({folder}) has no tag, branch or commit {ref!r} (git tag lists the "
-        f"tags). The grading image installs the course from the repository's archive of {ref}: tag the commit you "
-        f"hand out and push the tag (git tag {ref} && git push origin {ref}), or pass an existing one (a commit hash)"
+        f"--course-ref {ref}: the git clone that holds the solutions folder {folder} has no tag, branch or commit "
+        f"{ref!r} (git tag lists the tags). The grading image installs the course from {repository}'s archive of "
+        f"{ref}: tag the commit you hand out (git tag {ref}) and push the tag to that repository (git push REMOTE "
+        f"{ref}, where git remote -v shows which REMOTE is {repository}), or pass an existing one (a commit hash)"
     )
 
 
@@ -385,7 +394,10 @@ def export_assignments(
 # --------------------------------------------------------------------------------------------------------------- CLI
 def _cmd_export(args: argparse.Namespace) -> int:
     try:
-        warning = check_course_ref(Path(args.reference), args.course_ref) if args.format == "otter" else ""
+        from .classroom import COURSE_REPOSITORY
+
+        repository = args.course_repository or COURSE_REPOSITORY
+        warning = check_course_ref(Path(args.reference), args.course_ref, repository) if args.format == "otter" else ""
         if warning:
             print(f"warning: {warning}", file=sys.stderr)
         written = export_assignments(
@@ -396,7 +408,7 @@ def _cmd_export(args: argparse.Namespace) -> int:
             exercises=args.exercise,
             course_requirements=Path(args.requirements) if args.requirements else None,
             repository=args.course_repository,
-            course_ref=args.course_ref,
+            course_ref=args.course_ref or "main",
         )
     except (GradingError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -431,5 +443,8 @@ def add_cli(subparsers) -> None:
         "--requirements", help="Otter: the course's pinned requirements (default: requirements.txt above --reference)"
     )
     p.add_argument("--course-repository", help="Otter: the course repository the grading image installs from")
-    p.add_argument("--course-ref", default="main", help="Otter: its branch, tag or commit (default main)")
+    p.add_argument(
+        "--course-ref",
+        help="Otter: its tag, branch or commit, pushed to --course-repository (default main, with a warning: main moves)",
+    )
     p.set_defaults(func=_cmd_export)

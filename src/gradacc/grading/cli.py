@@ -10,7 +10,7 @@ from pathlib import Path
 
 from .bench import bench_grading, bench_limits, bench_sandbox, write_class
 from .discover import hidden_from_args
-from .gradebook import GradingError, Settings
+from .gradebook import GradingError, Settings, refused_warning
 from .sandbox import SANDBOX_NONE_WARNING, SANDBOXES
 from .score import grade
 from .shards import begin_shard, finish_shard, parse_shard, shard_paths
@@ -108,6 +108,9 @@ def _cmd_grade(args: argparse.Namespace) -> int:
             f"see the message of {'those rows' if n > 1 else 'that row'} in {out}",
             file=sys.stderr,
         )
+    refused = [r for r in book.rows if r.status == "refused-file" and r.student]
+    if refused:
+        print(refused_warning(refused, args.allow_refused), file=sys.stderr)
     if counts.get("ungraded"):
         print(
             f"warning: {counts['ungraded']} rows are ungraded (their reference could not run under the grader): run "
@@ -115,7 +118,9 @@ def _cmd_grade(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 3
-    return 1 if counts.get("grader-error") else 0
+    if counts.get("grader-error"):
+        return 1
+    return 4 if refused and not args.allow_refused else 0
 
 
 def _summary(book, counts: dict[str, int], out: Path, feedback: Path | None) -> None:
@@ -232,7 +237,9 @@ def add_cli(subparsers) -> None:
         help="grade a class: student notebooks into a gradebook CSV (+ feedback), against the pristine solutions",
         description="Grade SUBMISSIONS (one folder per student with NN_topic.ipynb files, or flat files "
         "<student>__NN_topic.ipynb) against the reference solutions. The gradebook, its journal and the feedback are "
-        "written readable by you only (0600 files, 0700 folders). Exit code 0 when every submission got a row.",
+        "written readable by you only (0600 files, 0700 folders). Exit code 0 when every submission was read and got a row (however many scored 0); 1 when the "
+        "grader failed on a file (grader-error), 2 when grading could not start, 3 when rows are ungraded, 4 when "
+        "submissions were refused (refused-file; unless --allow-refused).",
     )
     p.add_argument("submissions", help="folder of submissions")
     p.add_argument("--out", default="gradebook.csv", help="gradebook CSV to write (default gradebook.csv)")
@@ -248,6 +255,12 @@ def add_cli(subparsers) -> None:
         "--quiet",
         action="store_true",
         help="no progress bar and no summary: only warnings, errors and what --resume kept (on stderr)",
+    )
+    p.add_argument(
+        "--allow-refused",
+        action="store_true",
+        help="exit 0 even when submissions were refused (refused-file: a link or a special file, never read); the "
+        "warning is printed all the same",
     )
     p.add_argument(
         "--shard",

@@ -15,14 +15,18 @@ Formats (the roster is read in the same format as the file written):
 
 A gradebook student is matched to the roster entry whose name, login, LMS or SIS id, e-mail or e-mail's local part
 equals the student's name after normalising (lower case; runs of anything but letters and digits as one ``_``; a
-``Last, First`` name also as ``first_last``). Students of the roster without a submission get 0 and are listed;
+``Last, First`` name also as ``first_last``); a student folder named as the LMS names its download is matched by the
+id or name it carries (Canvas's ``<name>_<user id>_<submission id>`` by the user id, the roster's ``ID``; Moodle's
+``<full name>_<participant id>_assignsubmission_file_`` by the full name). Students of the roster without a submission get 0 and are listed;
 gradebook students the roster lacks are never dropped: they are listed, written to ``<out>.unmatched.csv`` with their
 points, and make the command exit 1 unless ``--allow-unmatched``. A name that fits two roster entries, or two names that fit one
 entry, are left out the same way (ambiguous).
 
 A grade the grader could not give (a row ``ungraded`` or ``grader-error``: the machine's fault or the grader's, never the
-student's) is a blank cell, never a 0: the LMS imports no grade there (in Canvas, type ``EX`` to excuse it). The
-command names each such student and exits 1 unless ``--allow-ungraded``. Files whose name is no exercise (a stray
+student's) is a blank cell, never a 0: the LMS imports no grade there (in Canvas, type ``EX`` to excuse it). So is a
+``refused-file`` row (a link or a special file, never read): it may be the instructor's own hard-linked copy of the
+class, and a student must not get a 0 for it unseen. The command names each such student and exits 1 unless
+``--allow-ungraded``. Files whose name is no exercise (a stray
 ``progress.json``) add no column, and a file at the top of the class folder adds no student.
 """
 
@@ -34,10 +38,11 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .files import write_csv
+from .files import csv_text, write_csv
 from .gradebook import NOT_GRADED, _num
 
-__all__ = ["FORMATS", "RosterEntry", "ExportReport", "normalise", "read_roster", "read_gradebook", "export_grades"]
+__all__ = ["FORMATS", "RosterEntry", "ExportReport", "normalise", "lms_folder_keys", "read_roster", "read_gradebook",
+           "export_grades"]  # fmt: skip
 
 FORMATS = ("canvas", "moodle", "csv")
 _CANVAS_IDENTITY = ("Student", "ID", "SIS User ID", "SIS Login ID", "Section")
@@ -86,6 +91,8 @@ class ExportReport:
     unmatched_file: Path | None = None
     not_graded: dict[str, list[str]] = field(default_factory=dict)
     """gradebook student -> the exercises the grader could not grade (``ungraded``, ``grader-error``): blank cells"""
+    refused: dict[str, list[str]] = field(default_factory=dict)
+    """gradebook student -> the exercises whose file was refused (``refused-file``, never read): blank cells"""
 
 
 def _keys(*values: str) -> set[str]:
@@ -153,9 +160,11 @@ def read_gradebook(path: str | Path) -> tuple[dict[str, dict[str, float | None]]
     """``gradacc grade``'s CSV as ``({student: {exercise: points}}, {exercise: max_points})``.
 
     An exercise's points are ``None`` (no grade, never 0) when a row of it has a status the grader could not grade
-    (``NOT_GRADED``: ``ungraded``, ``grader-error``). A file whose name is no exercise (an ``unrecognized`` row, a
+    (``NOT_GRADED``: ``ungraded``, ``grader-error``) or is ``refused-file`` (a link or a special file, never read: it may
+    be the instructor's own hard-linked copy of the class, so no 0 is given on the grader's word). A file whose name is no exercise (an ``unrecognized`` row, a
     refused file without an exercise) adds no exercise; a row without a student (a stray file at the top of the class
-    folder) adds no student. Every other student of the file is present, also one whose only row is an unrecognized
+    folder) adds no student. A student's name is read as the student wrote it (``csv_text``: ``'=1+2`` is ``=1+2``;
+    the files written neutralise it again). Every other student of the file is present, also one whose only row is an unrecognized
     file (no exercise). A gradebook without a ``status`` column (an older one) reads as graded.
 
     Raises:
@@ -168,7 +177,7 @@ def read_gradebook(path: str | Path) -> tuple[dict[str, dict[str, float | None]]
     points: dict[str, dict[str, float | None]] = {}
     max_points: dict[str, float] = {}
     for row in rows:
-        student, exercise, status = row["student"], row["exercise"].strip(), row.get("status", "")
+        student, exercise, status = csv_text(row["student"]), row["exercise"].strip(), row.get("status", "")
         most = float(row["max_points"] or 0)
         if not student.strip():
             continue  # no student's: a stray file at the top of the class folder
@@ -176,7 +185,7 @@ def read_gradebook(path: str | Path) -> tuple[dict[str, dict[str, float | None]]
         if not exercise or status == "unrecognized" or (status == "refused-file" and not most):
             continue  # a file that is no exercise adds no column
         mine = points[student]
-        if status in NOT_GRADED or (exercise in mine and mine[exercise] is None):
+        if status in NOT_GRADED or status == "refused-file" or (exercise in mine and mine[exercise] is None):
             mine[exercise] = None
         else:
             mine[exercise] = (mine.get(exercise) or 0.0) + float(row["points"] or 0)
@@ -229,6 +238,8 @@ def export_grades(
         values = grades(by_entry.get(i))
         extra = [] if fmt != "csv" or per == "total" else [_total(values)]
         lines.append([*entry.identity.values(), *map(_grade, values + extra)])
+    blank = {s: [e for e in exercises if ex.get(e, 0.0) is None] for s, ex in points.items() if None in ex.values()}
+    refused = _refused(Path(gradebook), blank)
     out = Path(out)
     write_csv(out, header, lines)
     unmatched_file = None
@@ -249,9 +260,35 @@ def export_grades(
         columns=columns,
         unmatched_file=unmatched_file,
         not_graded={
-            s: [e for e in exercises if ex.get(e, 0.0) is None] for s, ex in points.items() if None in ex.values()
-        },  # fmt: skip
+            s: sorted(set(e) - set(refused.get(s, []))) for s, e in blank.items() if set(e) - set(refused.get(s, []))
+        },
+        refused=refused,
     )
+
+
+_CANVAS_FOLDER = re.compile(r"(?P<name>[0-9a-z_]+?)_(?:late_)?(?P<user>\d+)_(?P<submission>\d+)")
+"""Canvas's Download Submissions name, normalised: ``<name>_<user id>_<submission id>`` (``_LATE`` after the name
+when late); the user id is the ``ID`` column of Canvas's gradebook export."""
+_MOODLE_FOLDER = re.compile(r"(?P<name>[0-9a-z_]+?)_(?P<participant>\d+)_assignsubmission_[a-z]+")
+"""Moodle's Download all submissions folder, normalised: ``<full name>_<participant id>_assignsubmission_file_``;
+the participant id is the assignment's own (no roster has it), so the full name is matched."""
+
+
+def lms_folder_keys(student: str) -> list[str]:
+    """The keys a gradebook student is matched by, in order: the whole name normalised, then, for a folder named as
+    an LMS names its download, the roster key it carries (Canvas: the user id; Moodle: the full name).
+
+    Example:
+        >>> lms_folder_keys("liddellalice_LATE_1001_7001"), lms_folder_keys("Alice Liddell_88_assignsubmission_file_")
+        (['liddellalice_late_1001_7001', '1001'], ['alice_liddell_88_assignsubmission_file', 'alice_liddell'])
+    """
+    key = normalise(student)
+    keys = [key]
+    for pattern, part in ((_CANVAS_FOLDER, "user"), (_MOODLE_FOLDER, "name")):
+        found = pattern.fullmatch(key)
+        if found:
+            keys.append(found[part])
+    return keys
 
 
 def _match(entries: list[RosterEntry], points: dict) -> tuple[dict[str, int], list[str], list[str]]:
@@ -260,7 +297,10 @@ def _match(entries: list[RosterEntry], points: dict) -> tuple[dict[str, int], li
     for i, entry in enumerate(entries):
         for key in entry.keys:
             owners.setdefault(key, []).append(i)
-    hits = {student: sorted(set(owners.get(normalise(student), []))) for student in points}
+    hits = {}
+    for student in points:
+        keys = [k for k in lms_folder_keys(student) if k in owners]
+        hits[student] = sorted(set(owners[keys[0]])) if keys else []
     claims: dict[int, int] = {}
     for found in hits.values():
         for i in found:
@@ -275,6 +315,16 @@ def _match(entries: list[RosterEntry], points: dict) -> tuple[dict[str, int], li
         else:  # several roster students fit the name, or several gradebook names fit one roster student
             ambiguous.append(student)
     return matched, unmatched, ambiguous
+
+
+def _refused(gradebook: Path, blank: dict[str, list[str]]) -> dict[str, list[str]]:
+    """Of the ``blank`` cells (student -> exercises), those blank because a file was refused (``refused-file``)."""
+    found: dict[str, list[str]] = {}
+    for row in _read_csv(gradebook)[1]:
+        student, exercise = csv_text(row["student"]), row["exercise"].strip()
+        if row.get("status") == "refused-file" and exercise in blank.get(student, []):
+            found.setdefault(student, []).append(exercise)
+    return {s: sorted(set(e)) for s, e in found.items()}
 
 
 def _total(values: list[float | None]) -> float | None:
@@ -294,7 +344,8 @@ def add_cli(subparsers) -> None:
         description="Map the students of GRADEBOOK (gradacc grade's CSV) to the LMS roster ROSTER and write the "
         "LMS's grade-import file. Exit code 1 when a gradebook student is not in the roster (unless "
         "--allow-unmatched; they are listed and written to OUT.unmatched.csv), or when a row could not be graded "
-        "(ungraded, grader-error: a blank cell, never 0; unless --allow-ungraded).",
+        "(ungraded, grader-error) or its file was refused (refused-file): a blank cell, never 0; unless "
+        "--allow-ungraded.",
     )
     p.add_argument("gradebook", help="gradebook CSV written by gradacc grade")
     p.add_argument("--roster", required=True, help="roster CSV downloaded from the LMS (same format as --format)")
@@ -307,7 +358,8 @@ def add_cli(subparsers) -> None:
     p.add_argument(
         "--allow-ungraded",
         action="store_true",
-        help="exit 0 even when some rows could not be graded (ungraded, grader-error); their cells stay blank",
+        help="exit 0 even when some rows could not be graded (ungraded, grader-error) or were refused (refused-file); "
+        "their cells stay blank",
     )
     p.set_defaults(func=_cmd_export)
 
@@ -326,6 +378,17 @@ def _cmd_export(args) -> int:
         print(f"{_students(len(report.without_submission), 'roster ')} without a submission got 0: "
               + ", ".join(report.without_submission))  # fmt: skip
     code = 0
+    if report.refused:
+        named = ", ".join(f"{s} ({', '.join(e)})" for s, e in report.refused.items())
+        print(
+            f"warning: {_students(len(report.refused), 'gradebook ')} handed in a file the grader refused "
+            f"(refused-file: a link or a special file, never read): their cells are blank, never 0: {named}. Read "
+            "each row's message: a hard link to a file outside the class is most often your own hard-linked copy of "
+            "the class (cp -al, rsync --link-dest): grade a copy made with cp -a and export again; otherwise type "
+            "the grade by hand, or pass --allow-ungraded to import the other grades now",
+            file=sys.stderr,
+        )
+        code = 0 if args.allow_ungraded else 1
     if report.not_graded:
         named = ", ".join(f"{s} ({', '.join(e)})" for s, e in report.not_graded.items())
         print(

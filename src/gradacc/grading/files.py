@@ -20,7 +20,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import IO
 
-__all__ = ["FORMULA_STARTS", "PRIVATE_FILE_MODE", "PRIVATE_FOLDER_MODE", "csv_safe", "open_private",
+__all__ = ["FORMULA_STARTS", "PRIVATE_FILE_MODE", "PRIVATE_FOLDER_MODE", "csv_safe", "csv_text", "open_private",
            "private_folder", "write_csv", "write_private_text", "course_commit", "course_version"]  # fmt: skip
 
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
@@ -44,6 +44,19 @@ def csv_safe(value: object) -> str:
     if text[:1] in FORMULA_STARTS and not _NUMBER.fullmatch(text):
         return "'" + text
     return text
+
+
+def csv_text(cell: str) -> str:
+    """The text ``csv_safe`` was given, from the cell it wrote: ``"'=1+2"`` -> ``"=1+2"``; any other cell unchanged.
+    For the terminal and for matching names; a CSV file written again gets ``csv_safe`` again.
+
+    Example:
+        >>> [csv_text(c) for c in ("'=1+2", "'-3", "'quoted", "alice")]
+        ['=1+2', "'-3", "'quoted", 'alice']
+    """
+    if cell[:1] == "'" and csv_safe(cell[1:]) == cell:
+        return cell[1:]
+    return cell
 
 
 def private_folder(path: Path | str) -> Path:

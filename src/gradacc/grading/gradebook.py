@@ -27,6 +27,7 @@ __all__ = [
     "Reference",
     "Row",
     "Gradebook",
+    "refused_warning",
 ]
 
 
@@ -87,7 +88,8 @@ STATUS_NAMES: dict[str, str] = {
 ``status`` column keeps the English name."""
 NOT_GRADED = ("ungraded", "grader-error")
 """The statuses of a row the grader could not grade through no fault of the student's: its points are no grade, and
-``gradacc export`` leaves them blank (never 0)."""
+``gradacc export`` leaves them blank (never 0). ``gradacc export`` leaves a ``refused-file`` row blank too (never read:
+it may be the instructor's own hard-linked copy), with a warning of its own."""
 COURSE_NAME = N_("Gradient accumulation, from first principles to four frameworks")
 """The course's name, as the README's title gives it; each feedback file names it."""
 
@@ -381,3 +383,26 @@ def _said(text: str, lang: str) -> str:
 def _say(lang: str, template: str, **values) -> str:
     """``template`` (an English message marked with ``N_``) in ``lang``, with ``values`` put in."""
     return translate(template, lang).format(**values)
+
+
+def refused_warning(rows: list[Row], allowed: bool) -> str:
+    """The warning ``gradacc grade`` and ``grade-merge`` print (``--quiet`` too) when submissions were refused
+    (``refused-file``: a link or a special file, never read, 0 points): how many, of how many students, and the fix
+    when they are hard links (most often the instructor's own hard-linked copy or backup: ``cp -al``, ``rsync
+    --link-dest``; ``discover.refusal``)."""
+    students = len({r.student for r in rows})
+    hard = sum("hard link" in r.message for r in rows)
+    text = (
+        f"warning: {len(rows)} submission{'s' if len(rows) != 1 else ''} of {students} "
+        f"student{'s' if students != 1 else ''} {'were' if len(rows) != 1 else 'was'} refused (refused-file: a link "
+        "or a special file, never read; 0 points in the gradebook, a blank cell in gradacc export)"
+    )
+    if hard:
+        text += (
+            f". {hard} of them {'are hard links' if hard != 1 else 'is a hard link'} to a file outside the class: a "
+            "hard-linked copy or backup of the class (cp -al, rsync --link-dest) makes every file one. Copy it with "
+            "cp -a (no -l), remove the hard-linked copy or grade the plain copy, and grade again"
+        )
+    if not allowed:
+        text += ". Exit code 4; pass --allow-refused to exit 0 once you have looked at them"
+    return text

@@ -37,7 +37,7 @@ from .gradebook import STATUS_NAMES, Gradebook, GradingError, Row, Settings, _nu
 from .score import grade
 from .shards import fingerprints
 
-__all__ = ["ExerciseProgress", "Progress", "progress", "class_view", "class_progress", "add_cli"]
+__all__ = ["ExerciseProgress", "Progress", "progress", "check_order", "class_view", "class_progress", "add_cli"]
 
 RECORD_NAME = "progress.json"
 """The record's file name, written into the learner's folder unless ``record`` says otherwise."""
@@ -227,10 +227,20 @@ def _looks_like_a_class(folder: Path, names: Sequence[str]) -> bool:
     return False
 
 
+def check_order(check: str) -> tuple:
+    """Sort key of a check id by number: ``"2.2"`` before ``"11.1"`` (text order puts ``"11.1"`` first).
+
+    Example:
+        >>> sorted(["11.2", "2.2", "11.1", "2.1"], key=check_order)
+        ['2.1', '2.2', '11.1', '11.2']
+    """
+    return tuple((0, int(part), "") if part.isdigit() else (1, 0, part) for part in re.split(r"[.]", check))
+
+
 def class_view(book: Gradebook) -> tuple[list[str], list[list[str]]]:
     """The class at a glance, from a gradebook: ``(header, rows)`` with one row per student (``student``, then each
     exercise's ``points / max`` and status when it is not ``graded``, then ``total``, ``max_points`` and the
-    checks passed), sorted by student. A row without a student (a stray file) is left out."""
+    checks passed, by number: ``check_order``), sorted by student. A row without a student (a stray file) is left out."""
     exercises = sorted({r.exercise for r in book.rows if r.student and r.max_points})
     header = ["student", *exercises, "total", "max_points", "checks passed"]
     rows = []
@@ -244,7 +254,7 @@ def class_view(book: Gradebook) -> tuple[list[str], list[list[str]]]:
                 continue
             status = "" if r.status == "graded" else f" ({r.status})"
             cells.append(f"{_num(r.points)} / {_num(r.max_points)}{status}")
-        passed = sorted(c for r in mine.values() for c, points in r.checks.items() if points > 0)
+        passed = sorted((c for r in mine.values() for c, points in r.checks.items() if points > 0), key=check_order)
         total = sum(r.points for r in mine.values())
         most = sum(r.max_points for r in mine.values())
         rows.append([student, *cells, _num(total), _num(most), " ".join(passed)])

@@ -34,7 +34,7 @@ from pathlib import Path
 
 from .. import __version__
 from .files import open_private, private_folder, write_private_text
-from .gradebook import Gradebook, GradingError, Row, Settings
+from .gradebook import Gradebook, GradingError, Row, Settings, refused_warning
 from .score import read_journal
 
 __all__ = [
@@ -372,12 +372,15 @@ def add_cli(subparsers) -> None:
         description="Read the shards' records (OUT.shards/K-of-N/shard.json, or the SHARD folders given) and write "
         "OUT, OUT.journal.jsonl and, with --feedback, the feedback folder: what one machine writes for the same class "
         "and seed. Exit code 2 when the shards do not make one class graded one way (each problem is named), 3 when "
-        "rows are ungraded, 1 when the grader failed on a file.",
+        "rows are ungraded, 1 when the grader failed on a file, 4 when submissions were refused (refused-file; unless "
+        "--allow-refused).",
     )
     p.add_argument("shards", nargs="*", help="shard folders (default: every OUT.shards/*/)")
     p.add_argument("--out", default="gradebook.csv", help="the gradebook the shards were graded for (default "
                    "gradebook.csv): the merged one is written there")  # fmt: skip
     p.add_argument("--feedback", help="folder for one Markdown feedback file per student")
+    p.add_argument("--allow-refused", action="store_true", help="exit 0 even when submissions were refused "
+                   "(refused-file: a link or a special file, never read); the warning is printed all the same")  # fmt: skip
     p.set_defaults(func=_cmd_merge)
     p = subparsers.add_parser(
         "grade-shards",
@@ -439,4 +442,9 @@ def _cmd_merge(args: argparse.Namespace) -> int:
     )
     if args.feedback:
         print(f"wrote feedback for {len({r.student for r in book.rows if r.student})} students to {args.feedback}")
-    return 3 if counts.get("ungraded") else 1 if counts.get("grader-error") else 0
+    refused = [r for r in book.rows if r.status == "refused-file" and r.student]
+    if refused:
+        print(refused_warning(refused, args.allow_refused), file=sys.stderr)
+    if counts.get("ungraded") or counts.get("grader-error"):
+        return 3 if counts.get("ungraded") else 1
+    return 4 if refused and not args.allow_refused else 0
