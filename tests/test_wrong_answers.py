@@ -30,7 +30,7 @@ from conftest import ROOT
 from gradacc.course.checks.lesson07 import epoch_on_ranks
 from gradacc.grading.discover import load_hidden
 from gradacc.grading.merge import HIDDEN_PREAMBLE
-from gradacc.grading.score import same_output
+from gradacc.grading.outputs import same_output
 
 CORPUS = ROOT / "tests" / "wrong_answers"
 RIGHT = ROOT / "tests" / "right_answers"  # correct answers written another way: full points on every seed run

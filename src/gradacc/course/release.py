@@ -73,16 +73,16 @@ def _answer_region(source: str) -> list[str]:
 
 def answer_lines(root: Path) -> set[str]:
     """The lines of every answer (between the markers of ``solutions/`` and ``pt-BR/solutions/``), stripped, at
-    least ``MIN_LINE`` characters long and not in the matching exercise (the exercise's own code is public)."""
+    least ``MIN_LINE`` characters long and in no exercise (an exercise's own code is public, and so is a line that
+    another exercise gives: ``for batch in micro_batches:`` is 11.1's answer and 9.1's given code)."""
     found: set[str] = set()
     for solution in sorted(root.glob("solutions/*.ipynb")) + sorted(root.glob("pt-BR/solutions/*.ipynb")):
-        exercise = solution.parents[1] / "exercises" / solution.name
-        public = exercise.read_text(encoding="utf-8") if exercise.exists() else ""
         for cell in nbformat.read(solution, as_version=4).cells:
             if cell.cell_type == "code":
                 found |= {line for line in _answer_region(cell.source) if len(line) >= MIN_LINE}
-        found = {line for line in found if line not in public}
-    return found
+    public = [p.read_text(encoding="utf-8") for p in sorted(root.glob("exercises/*.ipynb"))]
+    public += [p.read_text(encoding="utf-8") for p in sorted(root.glob("pt-BR/exercises/*.ipynb"))]
+    return {line for line in found if not any(line in text for text in public)}
 
 
 def hidden_lines(root: Path) -> set[str]:

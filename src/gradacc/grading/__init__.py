@@ -41,8 +41,10 @@ that calls ``progress``.
 from .bench import bench_grading, bench_sandbox, write_class
 from .discover import discover, load_hidden, load_references, read_submission
 from .gradebook import STATUSES, Gradebook, GradingError, Reference, Row, Settings
+from .journal import read_journal
 from .merge import match_solutions, merge_submission
-from .score import grade, read_journal, same_output
+from .outputs import same_output
+from .score import grade
 
 __all__ = [
     "STATUSES",

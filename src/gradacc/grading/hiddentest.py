@@ -19,7 +19,7 @@ import warnings
 from collections.abc import Sequence
 
 from .merge import HIDDEN_PREAMBLE
-from .score import same_output
+from .outputs import same_output
 
 __all__ = ["HiddenCheckFailed", "hidden_check"]
 

@@ -36,45 +36,17 @@ from .gradebook import (
     _short,
     answer_error,
 )
+from .journal import read_journal
 from .merge import _flags, identify, match_solutions, merge_submission
+from .outputs import same_output
 from .run import _calibrate, _run_merged
 from .sandbox import SANDBOX_NONE_WARNING, Sandbox, start_sandbox
 
-__all__ = [
-    "same_output",
-    "grade",
-    "read_journal",
-]
+__all__ = ["grade"]
 
 
 FORGED_FLAG = "forged verdict files"
 """The flag of a row whose notebook left files named as the grader's verdict files once were (``plugin.PLANTED``)."""
-_NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
-
-
-def same_output(got: str, want: str) -> bool:
-    """Whether a hidden check printed the same as the reference: equal text and integers, decimal numbers within one
-    unit of the last digit the reference printed (``0.12345`` accepts 0.12344 .. 0.12346; ``1.5e-03`` accepts
-    1.4e-03 .. 1.6e-03).
-
-    Rounding makes the last digit flip for answers that differ from the reference in float noise only (a different
-    summation order); a wrong answer differs far more. ``nan`` and ``inf`` must match as text.
-    """
-    got_parts, want_parts = _NUMBER.split(got), _NUMBER.split(want)
-    got_numbers, want_numbers = _NUMBER.findall(got), _NUMBER.findall(want)
-    if got_parts != want_parts or len(got_numbers) != len(want_numbers):
-        return False
-    for g, w in zip(got_numbers, want_numbers, strict=True):
-        if not any(c in w for c in ".eE"):  # integers (counts, sizes) must match exactly
-            if g != w:
-                return False
-            continue
-        mantissa, _, exponent = w.lower().partition("e")
-        decimals = len(mantissa.partition(".")[2])
-        unit = 10.0 ** (int(exponent or 0) - decimals)
-        if not abs(float(g) - float(w)) <= 1.000001 * unit:
-            return False
-    return True
 
 
 def _score(
@@ -294,27 +266,6 @@ def _grade_one(
         planted = f"{FORGED_FLAG} left in the working folder, ignored: {', '.join(capture['planted'])}"
         row.message = "; ".join(filter(None, [row.message, planted]))
     return row
-
-
-# ---------------------------------------------------------------------------------------------------------- journal
-def read_journal(path: Path) -> tuple[int | None, list[Row]]:
-    """``(seed, rows)`` from a grading journal (``grade(..., journal=path)``): JSON lines, a header ``{"seed": S}``
-    and then one ``Row`` per graded notebook, appended and flushed as each one finished. A last line cut short by a
-    kill is ignored (that notebook is graded again). ``(None, [])`` when the file does not exist."""
-    if not path.exists():
-        return None, []
-    seed, rows = None, []
-    fields = {f.name for f in dataclasses.fields(Row)}
-    for line in path.read_text(encoding="utf-8").splitlines():
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError:
-            continue  # the line being written when the run was killed
-        if "seed" in record and "student" not in record:
-            seed = int(record["seed"])
-        elif set(record) <= fields:
-            rows.append(Row(**record))
-    return seed, rows
 
 
 # ------------------------------------------------------------------------------------------------------------ grade

@@ -35,7 +35,7 @@ from pathlib import Path
 from .. import __version__
 from .files import open_private, private_folder, write_private_text
 from .gradebook import Gradebook, GradingError, Row, Settings, refused_warning
-from .score import read_journal
+from .journal import read_journal
 
 __all__ = [
     "Shard",
