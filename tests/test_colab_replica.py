@@ -39,15 +39,18 @@ def colab_python() -> str:
 
 @pytest.fixture(scope="session")
 def colab_stacks_python(colab_python) -> str:
-    """Lesson 10's environment on the replica: the overlay its setup cell's install makes (``stacks_overlay``)."""
+    """Lessons 10 and 11's environment on the replica: the overlay their setup cells' install makes
+    (``stacks_overlay``)."""
     overlay = colab_replica.stacks_overlay(Path(colab_python).parents[1])
     seconds = colab_replica.install_course(overlay, colab_replica.STACKS_EXTRAS)
     if seconds is not None:
-        record_measurement(f"Colab replica: lesson 10's setup-cell install (TRL, Lightning) took {seconds:.1f} s")
+        record_measurement(
+            f"Colab replica: lessons 10 and 11's setup-cell install (TRL, Lightning) took {seconds:.1f} s"
+        )
     return str(overlay / "bin" / "python")
 
 
-STACKS = {"10_stacks"}
+STACKS = {"10_stacks", "11_parallel"}
 """Notebooks whose Colab setup cell installs the ``stacks`` extra: they run in the overlay."""
 
 
