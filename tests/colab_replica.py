@@ -157,8 +157,8 @@ def stacks_overlay(replica: Path) -> Path:
 
 
 STACKS_UPGRADES = {"datasets", "huggingface-hub"}
-"""Colab's packages that lesson 10's install replaces on Colab too: TRL 1.16 needs datasets >= 4.7.0 (Colab ships
-4.0.0), and datasets 5 a newer huggingface-hub."""
+"""Colab's packages that lessons 10 and 11's install replaces on Colab too: TRL 1.16 needs datasets >= 4.7.0 (Colab
+ships 4.0.0), and datasets 5 a newer huggingface-hub."""
 
 
 def effective_versions(venv: Path, names: list[str]) -> dict[str, str]:

@@ -84,9 +84,9 @@ def test_every_line_cited_in_colabs_versions_holds_in_the_replica(colab_python):
 
 
 def test_lesson_10s_setup_cell_keeps_colabs_own_libraries(colab_stacks_python):
-    """Lesson 10's install adds TRL and Lightning and upgrades only what they need newer: torch, transformers,
-    accelerate, peft, keras and the rest of Colab's pins stay Colab's, as the kernel sees them (the overlay's copies
-    come first on ``sys.path``)."""
+    """Lesson 10's install (lesson 11's too: the same command) adds TRL and Lightning and upgrades only what they need
+    newer: torch, transformers, accelerate, peft, keras and the rest of Colab's pins stay Colab's, as the kernel sees
+    them (the overlay's copies come first on ``sys.path``)."""
     overlay = Path(colab_stacks_python).parents[1]
     seen = colab_replica.effective_versions(overlay, [*colab_replica.pins(), "trl", "pytorch-lightning"])
     upgraded = {name: (pin, seen[name]) for name, pin in colab_replica.pins().items() if seen[name] != pin}
