@@ -9,10 +9,11 @@ build in the background when a test session will need it, so it overlaps the oth
 ``install_course(venv)`` then runs ``pip install "gradacc[libs] @ file://<checkout>"`` (the setup cell's command, with
 this checkout in place of the GitHub URL) whenever the course's source changed since the last install.
 
-Lesson 10 needs two libraries Colab does not ship (TRL and Lightning): its setup cell installs the course with the
-``stacks`` extra, and pip then also upgrades what TRL needs newer (datasets, pyarrow, ...). ``stacks_overlay(venv)``
-reproduces that without touching the replica the other lessons use: a small environment of the same Python whose
-``.pth`` file puts the replica's packages after its own, into which lesson 10's setup-cell command installs; pip finds
+Lessons 10 and 11 need libraries Colab does not ship (lesson 10 TRL and Lightning, lesson 11 TRL): their setup cells
+install the course with the ``stacks`` extra, and pip then also upgrades what TRL needs newer (datasets, pyarrow, ...).
+``stacks_overlay(venv)`` reproduces that without touching the replica the other lessons use: a small environment of
+the same Python whose ``.pth`` file puts the replica's packages after its own, into which that setup-cell command
+installs (once for both lessons; on Colab each lesson's runtime makes it); pip finds
 the replica's packages there, installs only what is missing or too old ("Not uninstalling ... outside environment"),
 and the overlay's copies come first on ``sys.path``.
 """
@@ -127,7 +128,8 @@ def install_course(venv: Path, extras: str = "libs") -> float | None:
 
 
 STACKS_EXTRAS = "libs,stacks"
-"""The extras lesson 10's Colab setup cell installs (``pyproject.toml``: TRL and Lightning, which Colab lacks)."""
+"""The extras lessons 10 and 11's Colab setup cells install (``pyproject.toml``: TRL and Lightning, which Colab
+lacks)."""
 
 
 def _site_packages(venv: Path) -> Path:
@@ -141,7 +143,7 @@ def _site_packages(venv: Path) -> Path:
 
 
 def stacks_overlay(replica: Path) -> Path:
-    """The environment lesson 10 runs in on the replica (module docstring): built once per replica (cached), a
+    """The environment lessons 10 and 11 run in on the replica (module docstring): built once per replica (cached), a
     Python of the replica's version whose ``colab-replica.pth`` appends the replica's ``site-packages`` to
     ``sys.path``. Install the course into it with ``install_course(overlay, STACKS_EXTRAS)``. Returns its folder."""
     base = find_python(PYTHON_VERSION)
@@ -155,8 +157,8 @@ def stacks_overlay(replica: Path) -> Path:
 
 
 STACKS_UPGRADES = {"datasets", "huggingface-hub"}
-"""Colab's packages that lesson 10's install replaces on Colab too: TRL 1.16 needs datasets >= 4.7.0 (Colab ships
-4.0.0), and datasets 5 a newer huggingface-hub."""
+"""Colab's packages that lessons 10 and 11's install replaces on Colab too: TRL 1.16 needs datasets >= 4.7.0 (Colab
+ships 4.0.0), and datasets 5 a newer huggingface-hub."""
 
 
 def effective_versions(venv: Path, names: list[str]) -> dict[str, str]:

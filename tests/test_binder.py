@@ -26,8 +26,8 @@ BINDER = ROOT / "binder"
 REPO2DOCKER = "jupyter-repo2docker==2026.4.0"
 CPU_INDEX = "https://download.pytorch.org/whl/cpu"
 # pinned in requirements.txt for tests/test_browser.py, tests/test_site.py, `make site` and tests/test_cluster.py's
-# Kubernetes manifests; Binder needs none of them
-NOT_ON_BINDER = {"playwright", "jupyter-book", "kubernetes-validate"}
+# Kubernetes manifests, and copydetect for the instructor's `gradacc similarity`; Binder needs none of them
+NOT_ON_BINDER = {"playwright", "jupyter-book", "kubernetes-validate", "copydetect"}
 
 
 def _requirements(path) -> tuple[dict[str, str], list[str]]:

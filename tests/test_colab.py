@@ -29,6 +29,7 @@ from conftest import ROOT, record_measurement
 from packaging.requirements import Requirement
 
 from gradacc.course.badges import BADGES_ID, read_repository
+from gradacc.course.environment import EXTRAS
 from gradacc.course.translation.units import strip_comments
 
 NOTEBOOKS = sorted(
@@ -114,8 +115,8 @@ def test_setup_cell_installs_the_course_on_colab_and_nothing_elsewhere(path: Pat
     args = [a for a in calls[0][3:] if not a.startswith("-")]
     assert args[0] == "install" and len(args) == 2, calls[0]
     requirement = Requirement(args[1])
-    # lesson 10 also installs TRL and Lightning, which Colab lacks (pyproject's `stacks` extra)
-    extras = {"libs", "stacks"} if path.stem == "10_stacks" else {"libs"}
+    # lessons 10 and 11 also install TRL and Lightning, which Colab lacks (pyproject's `stacks` extra)
+    extras = {"libs", "stacks"} if path.name[:2] in EXTRAS["stacks"][1] else {"libs"}
     assert requirement.name == "gradacc" and requirement.extras == extras
     assert requirement.url == f"git+{repo.url}", "run `gradacc badges`: it points the install line at the repository"
     assert capsys.readouterr().out == "installed the course package; no restart needed\n"

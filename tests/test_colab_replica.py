@@ -39,15 +39,18 @@ def colab_python() -> str:
 
 @pytest.fixture(scope="session")
 def colab_stacks_python(colab_python) -> str:
-    """Lesson 10's environment on the replica: the overlay its setup cell's install makes (``stacks_overlay``)."""
+    """Lessons 10 and 11's environment on the replica: the overlay their setup cells' install makes
+    (``stacks_overlay``)."""
     overlay = colab_replica.stacks_overlay(Path(colab_python).parents[1])
     seconds = colab_replica.install_course(overlay, colab_replica.STACKS_EXTRAS)
     if seconds is not None:
-        record_measurement(f"Colab replica: lesson 10's setup-cell install (TRL, Lightning) took {seconds:.1f} s")
+        record_measurement(
+            f"Colab replica: lessons 10 and 11's setup-cell install (TRL, Lightning) took {seconds:.1f} s"
+        )
     return str(overlay / "bin" / "python")
 
 
-STACKS = {"10_stacks"}
+STACKS = {"10_stacks", "11_parallel"}
 """Notebooks whose Colab setup cell installs the ``stacks`` extra: they run in the overlay."""
 
 
@@ -81,9 +84,9 @@ def test_every_line_cited_in_colabs_versions_holds_in_the_replica(colab_python):
 
 
 def test_lesson_10s_setup_cell_keeps_colabs_own_libraries(colab_stacks_python):
-    """Lesson 10's install adds TRL and Lightning and upgrades only what they need newer: torch, transformers,
-    accelerate, peft, keras and the rest of Colab's pins stay Colab's, as the kernel sees them (the overlay's copies
-    come first on ``sys.path``)."""
+    """Lesson 10's install (lesson 11's too: the same command) adds TRL and Lightning and upgrades only what they need
+    newer: torch, transformers, accelerate, peft, keras and the rest of Colab's pins stay Colab's, as the kernel sees
+    them (the overlay's copies come first on ``sys.path``)."""
     overlay = Path(colab_stacks_python).parents[1]
     seen = colab_replica.effective_versions(overlay, [*colab_replica.pins(), "trl", "pytorch-lightning"])
     upgraded = {name: (pin, seen[name]) for name, pin in colab_replica.pins().items() if seen[name] != pin}

@@ -181,6 +181,6 @@ def test_every_extra_is_checked_by_lesson_00_for_the_lessons_that_need_it():
     assert "`pip install -e '.[libs]'`" in install_hint("libs", "binder")
     assert "make lab" not in install_hint("libs", "binder")  # Binder has no make lab, nor a .venv
     assert "make lab" in install_hint("libs", "local")
-    assert "the first cell of lesson 10" in install_hint("stacks", "colab")
+    assert "the first cell of lesson 10 or 11" in install_hint("stacks", "colab")
     with pytest.raises(ValueError, match="extra must be one of"):
         install_hint("all")

@@ -85,7 +85,7 @@ EXTRAS: dict[str, tuple[str, tuple[str, ...]]] = {
         "JAX, optax, Transformers, Accelerate, datasets, tokenizers, sentence-transformers",
         ("03", "04", "05", "06", "07", "08", "09", "10", "11"),
     ),
-    "stacks": ("TRL, PEFT, Lightning, Keras 3", ("10",)),
+    "stacks": ("TRL, PEFT, Lightning, Keras 3", ("10", "11")),
 }
 """The package's optional extras (``pyproject.toml``): extra -> (what it installs, the lessons that need it: their code,
 the ``gradacc`` modules they import or the worker processes they start; ``tests/test_environment.py`` reads them)."""
@@ -196,10 +196,10 @@ def unmet_requirements(distribution: str = "gradacc", extras: Iterable[str] = ()
 def install_hint(extra: str, where: Runtime | None = None) -> str:
     """How to install what the extra ``extra`` needs (``EXTRAS``) where the notebook runs (default: ``runtime()``).
 
-    On Colab the first cell of each lesson installs the course with the extras it needs (lesson 10's: ``stacks``);
-    on Binder the image holds every pin of ``binder/requirements.txt``, and pip in a terminal adds what is missing for
-    the session; elsewhere ``make lab`` installs every pin of ``requirements.txt`` (the libraries of both extras),
-    and pip the extra asked for (``stacks`` with ``libs``, which lesson 10 also needs).
+    On Colab the first cell of each lesson installs the course with the extras it needs (lessons 10 and 11's:
+    ``stacks``); on Binder the image holds every pin of ``binder/requirements.txt``, and pip in a terminal adds what is
+    missing for the session; elsewhere ``make lab`` installs every pin of ``requirements.txt`` (the libraries of both
+    extras), and pip the extra asked for (``stacks`` with ``libs``, which lessons 10 and 11 also need).
 
     Raises:
         ValueError: an unknown extra.
@@ -208,7 +208,7 @@ def install_hint(extra: str, where: Runtime | None = None) -> str:
         raise ValueError(f"extra must be one of {list(EXTRAS)}, got {extra!r}")
     lessons, where = EXTRAS[extra][1], where or runtime()
     if where == "colab":
-        first = "this lesson's first cell" if extra == "libs" else f"the first cell of lesson {lessons[0]}"
+        first = "this lesson's first cell" if extra == "libs" else f"the first cell of lesson {' or '.join(lessons)}"
         return f"on Colab, {first} installs them: run it (`gradacc[libs{',stacks' if extra == 'stacks' else ''}]`)"
     extras = "libs" if extra == "libs" else "libs,stacks"
     if where == "binder":
