@@ -91,9 +91,10 @@ EXTRAS: dict[str, tuple[str, tuple[str, ...]]] = {
 the ``gradacc`` modules they import or the worker processes they start; ``tests/test_environment.py`` reads them)."""
 
 MAINTAINER_EXTRAS: dict[str, str] = {
-    "translate": "polib, Babel, markdown-it-py: `gradacc translate` (the pt-BR edition)"
+    "translate": "polib, Babel, markdown-it-py: `gradacc translate` (the pt-BR edition)",
+    "grading": "copydetect: `gradacc similarity` (the instructor's copying report)",
 }
-"""The extras no lesson needs, which lesson 00 does not check: tools that build the course."""
+"""The extras no lesson needs, which lesson 00 does not check: tools that build or grade the course."""
 
 
 def runtime(environ: Mapping[str, str] | None = None, modules: Container[str] | None = None) -> Runtime:
