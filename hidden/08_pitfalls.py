@@ -53,8 +53,9 @@ def edges_8_2(cases: list[dict]) -> dict[str, bool]:
 
 
 def first_pass_summary(case: dict) -> str:
-    """With dropout: whether the student's loss and gradient are those of the first pass's masks (booleans, so that
-    any order or chunking of the student's forwards prints the reference's line)."""
+    """With dropout: whether the student's loss and gradient are those of the first pass's masks (each sample's last
+    forward without a graph before its re-run, so a probe or a sanity forward made first does not count; booleans, so
+    that any order or chunking of the student's forwards prints the reference's line)."""
     encoder, views_a, views_b = contrastive_case(case["n"], case["hidden"], case["dropout"])
     student = copy.deepcopy(encoder)
     with torch.random.fork_rng(devices=[]), recorded_forwards(student) as calls:

@@ -337,6 +337,9 @@ def test_ddp_workers_reproduce_the_full_batch_and_count_allreduces():
         assert run["allreduce_calls"] == calls
         assert run["max_rank_weight_diff"] == 0.0
         assert max_abs_diff(run["weights"], model.parameters()) < 1e-6
+    # the reverse mistake, every forward inside no_sync() and every backward outside: no all-reduce, replicas drift
+    forward_only = result["no_sync_forward_only"]
+    assert forward_only["allreduce_calls"] == 0 and forward_only["max_rank_weight_diff"] > 1e-4
     timing = result["timing"]
     assert timing["no_sync_calls"] == 1 and timing["sync_calls"] == 4 and timing["windows"] == 3
     assert isinstance(timing["no_sync_s"], float) and isinstance(timing["sync_s"], float)  # printed, not compared

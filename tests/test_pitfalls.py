@@ -269,3 +269,22 @@ def test_first_pass_gradient_is_what_grad_cache_gives_with_the_replay_and_not_wi
         assert low <= relative < high, (replay, relative)
     with pytest.raises(ValueError, match="distinct"):
         first_pass_gradient(encoder, calls, views_a, views_a, 0.1)
+
+
+def test_first_pass_gradient_skips_forwards_made_before_the_first_pass(digits):
+    """A sample's first pass is its LAST graph-free forward before its first forward with a graph: a probe of the
+    width or a whole-batch sanity forward made first (drawing other masks) does not count (issue 59 review)."""
+    x, _ = digits
+    views_a, views_b = two_views(x[:30])
+    encoder = make_digits_model(seed=1, hidden=32, depth=2, dropout=0.2)
+    learner = copy.deepcopy(encoder)
+    with torch.random.fork_rng(devices=[]), recorded_forwards(learner) as calls:
+        torch.manual_seed(3)
+        with torch.no_grad():
+            learner(views_a[:1])  # a probe
+            learner(views_b)  # a sanity forward of a whole view
+        loss = _grad_cache_backward(learner, views_a, views_b, 3, 0.1, replay=True)
+    assert [grad_enabled for _input, _state, grad_enabled in calls] == [False] * 8 + [True] * 6
+    want_loss, want = first_pass_gradient(copy.deepcopy(encoder), calls, views_a, views_b, 0.1)
+    assert abs(loss - want_loss) < 1e-6
+    assert max(float((p.grad - w).abs().max()) for p, w in zip(learner.parameters(), want, strict=True)) < 1e-6

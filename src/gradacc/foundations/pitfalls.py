@@ -175,17 +175,19 @@ def mask_agreement(a: torch.Tensor, b: torch.Tensor) -> float:
 
 
 @contextlib.contextmanager
-def recorded_forwards(model: nn.Module) -> Iterator[list[tuple[torch.Tensor, torch.Tensor]]]:
-    """Record every forward call of ``model`` inside the context: a copy of its input and the CPU generator's state
-    (``torch.get_rng_state()``) just before the call, in call order.
+def recorded_forwards(model: nn.Module) -> Iterator[list[tuple[torch.Tensor, torch.Tensor, bool]]]:
+    """Record every forward call of ``model`` inside the context: a copy of its input, the CPU generator's state
+    (``torch.get_rng_state()``) just before the call and whether autograd was recording it
+    (``torch.is_grad_enabled()``), in call order.
 
-    With those two a call can be replayed exactly, dropout masks included (``first_pass_gradient``). Only the CPU
-    generator is recorded: use it for CPU models (a GPU model draws from its device's generator too).
+    With those a call can be replayed exactly, dropout masks included (``first_pass_gradient``). Only the CPU
+    generator is recorded: use it for CPU models (a CUDA model draws its dropout masks from its device's generator,
+    ``torch.cuda.get_rng_state``, which this does not keep).
     """
-    calls: list[tuple[torch.Tensor, torch.Tensor]] = []
+    calls: list[tuple[torch.Tensor, torch.Tensor, bool]] = []
 
     def hook(module: nn.Module, inputs: tuple[torch.Tensor, ...]) -> None:
-        calls.append((inputs[0].detach().clone(), torch.get_rng_state()))
+        calls.append((inputs[0].detach().clone(), torch.get_rng_state(), torch.is_grad_enabled()))
 
     handle = model.register_forward_pre_hook(hook)
     try:
@@ -200,7 +202,7 @@ def _row_key(row: torch.Tensor) -> bytes:
 
 def first_pass_gradient(
     model: nn.Module,
-    calls: Sequence[tuple[torch.Tensor, torch.Tensor]],
+    calls: Sequence[tuple[torch.Tensor, torch.Tensor, bool]],
     views_a: torch.Tensor,
     views_b: torch.Tensor,
     temperature: float = 0.1,
@@ -209,14 +211,16 @@ def first_pass_gradient(
 
     GradCache computes the loss from the embeddings of a first pass without a graph, then re-runs each chunk with
     one. The loss it reports belongs to the first pass's dropout masks, so its exact gradient is the gradient with
-    THOSE masks. This function replays, for every sample of ``views_a`` and ``views_b``, the first recorded call
-    (``recorded_forwards``) whose input held it, from that call's generator state, with a graph; it computes the
-    full-batch ``info_nce_loss`` of those embeddings and its gradient. The order and the chunking of the calls do not
-    matter; a call repeated later (GradCache's re-run) is ignored.
+    THOSE masks. A sample's first pass is the LAST graph-free call (``torch.is_grad_enabled()`` False) that held it
+    before the first call with a graph that held it (the re-run); a sample never re-run takes its last graph-free
+    call, and one never embedded without a graph takes its first call. So a probe or a sanity forward made before
+    the first pass does not count, and the order and the chunking of the calls do not matter. This function replays
+    each sample's first-pass call (``recorded_forwards``) from that call's generator state, with a graph, computes
+    the full-batch ``info_nce_loss`` of those embeddings and its gradient.
 
     Args:
         model: the encoder as it was before the recorded calls (same parameters; training mode for dropout).
-        calls: ``(input, rng_state)`` pairs from ``recorded_forwards``, in call order.
+        calls: ``(input, rng_state, grad_enabled)`` triples from ``recorded_forwards``, in call order.
         views_a, views_b: the ``[B, 64]`` pairs; every row of both must be distinct (a row is found by its values).
 
     Returns:
@@ -228,18 +232,33 @@ def first_pass_gradient(
     keys = [_row_key(row) for row in torch.cat([views_a, views_b])]
     if len(set(keys)) != len(keys):
         raise ValueError("every row of views_a and views_b must be distinct to find its first forward")
+    wanted = set(keys)
+    first_pass: dict[bytes, int] = {}  # sample -> index of its first-pass call, fixed at its first call with a graph
+    last_free: dict[bytes, int] = {}  # sample -> index of its latest graph-free call so far
+    for index, (inputs, _state, grad_enabled) in enumerate(calls):
+        for row in inputs:
+            key = _row_key(row)
+            if key not in wanted or key in first_pass:
+                continue
+            if grad_enabled:
+                first_pass[key] = last_free.get(key, index)
+            else:
+                last_free[key] = index
+    for key, index in last_free.items():
+        first_pass.setdefault(key, index)
+    missing = sum(key not in first_pass for key in keys)
+    if missing:
+        raise ValueError(f"{missing} of the {len(keys)} samples were never embedded by a recorded forward")
     embedded: dict[bytes, torch.Tensor] = {}
-    for inputs, state in calls:
-        if all(_row_key(row) in embedded for row in inputs):
-            continue  # a re-run: every sample it holds has its first embedding already
+    for index in sorted(set(first_pass.values())):
+        inputs, state, _grad_enabled = calls[index]
         with torch.random.fork_rng(devices=[]):
             torch.set_rng_state(state)
             outputs = model(inputs)
         for row, output in zip(inputs, outputs, strict=True):
-            embedded.setdefault(_row_key(row), output)
-    missing = sum(key not in embedded for key in keys)
-    if missing:
-        raise ValueError(f"{missing} of the {len(keys)} samples were never embedded by a recorded forward")
+            key = _row_key(row)
+            if first_pass.get(key) == index:
+                embedded[key] = output
     z = torch.stack([embedded[key] for key in keys])
     loss = info_nce_loss(z[: len(views_a)], z[len(views_a) :], temperature)
     params = [p for p in model.parameters() if p.requires_grad]

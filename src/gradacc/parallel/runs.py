@@ -234,7 +234,8 @@ def run_accelerator_state(
 ) -> list[dict[str, Any]]:
     """Launch ``num_processes`` processes with ``accelerate launch --multi_gpu`` (``accelerate_launch_command``) and
     return what each one's ``Accelerator(cpu=cpu)`` reports, in rank order (``gradacc.workers.accelerate_state``:
-    ``"rank"``, ``"world_size"``, ``"distributed_type"``, ``"num_processes"``, ``"process_index"``).
+    ``"rank"``, ``"world_size"``, ``"distributed_type"``, ``"num_processes"``, ``"process_index"``,
+    ``"is_main_process"``, ``"loader_items"``: what it gets from a prepared loader of ``range(12)``).
 
     Raises:
         ValueError: ``num_processes < 2`` (one process is launched without ``--multi_gpu``).

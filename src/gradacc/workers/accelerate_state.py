@@ -6,9 +6,11 @@ Started by ``gradacc.parallel.runs.run_accelerator_state``::
 
 Every process builds ``Accelerator(cpu=...)`` and writes ``<output>.<RANK>.json`` (``RANK`` from the launcher's
 environment): ``"rank"`` and ``"world_size"`` (what the launcher set), ``"distributed_type"``, ``"num_processes"`` and
-``"process_index"`` (what Accelerate made of it). On a machine without CUDA, ``--multi_gpu`` without ``--cpu``
+``"process_index"``, ``"is_main_process"`` (what Accelerate made of it) and ``"loader_items"`` (the items this
+process gets from ``accelerator.prepare(DataLoader(range(12), batch_size=2))``). On a machine without CUDA, ``--multi_gpu`` without ``--cpu``
 leaves accelerate's ``PartialState._prepare_backend`` with no backend: every process gets ``DistributedType.NO`` and
-``num_processes == 1``, and would train alone; with ``--cpu`` it is ``MULTI_CPU`` over gloo.
+``num_processes == 1``, is its own main process and gets all 12 items: it would train alone on all the data; with
+``--cpu`` (or ``ACCELERATE_USE_CPU=1`` in the environment) it is ``MULTI_CPU`` over gloo and the loader is sharded.
 """
 
 from __future__ import annotations
@@ -32,8 +34,10 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     import torch.distributed as dist
     from accelerate import Accelerator
+    from torch.utils.data import DataLoader
 
     accelerator = Accelerator(cpu=args.cpu)
+    loader = accelerator.prepare(DataLoader(list(range(12)), batch_size=2))
     rank = int(os.environ.get("RANK", "0"))
     result = {
         "rank": rank,
@@ -41,6 +45,8 @@ def main(argv: list[str] | None = None) -> int:
         "distributed_type": str(accelerator.distributed_type),
         "num_processes": accelerator.num_processes,
         "process_index": accelerator.process_index,
+        "is_main_process": accelerator.is_main_process,
+        "loader_items": [int(item) for batch in loader for item in batch],
     }
     path = args.output.with_name(f"{args.output.name}.{rank}.json")
     path.with_suffix(".partial").write_text(json.dumps(result), encoding="utf-8")

@@ -21,6 +21,9 @@ weights after the step: DDP keeps replicas identical), ``"loss"`` (mean loss of 
 ``"no_sync_backward_only"``: the same window with the forward OUTSIDE ``no_sync()`` and only ``backward()`` inside it
 (a silent mistake: DDP decides in the forward whether the next backward all-reduces): the same keys;
 
+``"no_sync_forward_only"``: every forward inside ``no_sync()`` and every ``backward()`` outside it (the reverse
+mistake: no all-reduce at all, ``"max_rank_weight_diff" > 0``): the same keys;
+
 ``"timing"``: ``"windows"``, ``"parameters"``, ``"no_sync_s"`` / ``"sync_s"`` (median wall seconds per window on
 rank 0), ``"no_sync_comm_s"`` / ``"sync_comm_s"`` (all-reduce seconds per window), ``"no_sync_calls"`` /
 ``"sync_calls"`` (hook calls per window);
@@ -91,18 +94,31 @@ def _to(batches: Sequence[Batch], device: torch.device) -> list[Batch]:
     return [(x.to(device), y.to(device)) for x, y in batches]
 
 
-def _no_sync_around_backward_only(micro_batches, device, lr: float) -> dict[str, Any]:
-    """``accumulate_window``'s window with ``no_sync()`` around ``backward()`` only: DDP's ``forward`` reads
-    ``require_backward_grad_sync`` and prepares the reducer for an all-reduce, so every micro-step synchronizes."""
+def _no_sync_around_one_part(micro_batches, device, lr: float, part: str) -> dict[str, Any]:
+    """``accumulate_window``'s window with ``no_sync()`` around one part of each micro-step only (two silent mistakes).
+
+    ``part="backward"``: the forward outside ``no_sync()``, ``backward()`` inside it on the first N-1 micro-steps. DDP's
+    ``forward`` reads ``require_backward_grad_sync`` and prepares the reducer for an all-reduce, so every micro-step
+    synchronizes (the gradient stays right). ``part="forward"``: every forward inside ``no_sync()``, every
+    ``backward()`` outside it, the last one included: no forward prepared the reducer, so nothing is all-reduced and
+    each rank steps with its own gradient (the replicas drift apart).
+    """
+    if part not in ("backward", "forward"):
+        raise ValueError(f"part must be 'backward' or 'forward', got {part!r}")
     ddp, counter = _wrap(make_digits_model(seed=0, hidden=32), device)
     optimizer = torch.optim.SGD(ddp.parameters(), lr=lr)
     counts = torch.tensor([sum(count_items(b) for b in micro_batches)], dtype=torch.float64, device=device)
     dist.all_reduce(counts)
     scale = dist.get_world_size() / counts.item()
     for i, batch in enumerate(micro_batches):
-        loss = sum_cross_entropy(ddp, batch)  # the forward, outside no_sync()
-        with contextlib.nullcontext() if i == len(micro_batches) - 1 else ddp.no_sync():
-            (loss * scale).backward()
+        if part == "backward":
+            loss = sum_cross_entropy(ddp, batch)  # the forward, outside no_sync()
+            with contextlib.nullcontext() if i == len(micro_batches) - 1 else ddp.no_sync():
+                (loss * scale).backward()
+        else:
+            with ddp.no_sync():
+                loss = sum_cross_entropy(ddp, batch)
+            (loss * scale).backward()  # outside no_sync(), but the forward did not prepare an all-reduce
     optimizer.step()
     optimizer.zero_grad(set_to_none=True)
     return {
@@ -225,7 +241,8 @@ def main(argv: list[str] | None = None) -> int:
             "rank0_indices": [int(i) for i in sampler],  # written by rank 0: its own indices
             "no_sync": _one_window(micro_batches, device, args.lr, use_no_sync=True),
             "sync_every_micro_step": _one_window(micro_batches, device, args.lr, use_no_sync=False),
-            "no_sync_backward_only": _no_sync_around_backward_only(micro_batches, device, args.lr),
+            "no_sync_backward_only": _no_sync_around_one_part(micro_batches, device, args.lr, "backward"),
+            "no_sync_forward_only": _no_sync_around_one_part(micro_batches, device, args.lr, "forward"),
             "timing": _timing(micro_batches, device, args.timing_hidden, args.timing_windows, args.lr),
             "tokens": _tokens(rank, device) if world == len(TOKEN_LABEL_COUNTS) else None,
         }

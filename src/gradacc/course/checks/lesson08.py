@@ -109,14 +109,21 @@ def _learner(grad_cache_backward, encoder: nn.Module, views_a, views_b, accum_st
 
 def _learner_with_dropout(grad_cache_backward, encoder: nn.Module, views_a, views_b, accum_steps, temperature, seed):
     """The learner's loss and gradient through an encoder with dropout, and what they must be: the loss and gradient
-    with the dropout masks of each sample's FIRST forward (``first_pass_gradient``), whatever the order and the
-    chunks of the learner's forwards."""
+    with the dropout masks of each sample's first pass (``first_pass_gradient``: its last forward without a graph
+    before its first forward with one), whatever the order and the chunks of the learner's forwards."""
     learner = copy.deepcopy(encoder)
     with torch.random.fork_rng(devices=[]), recorded_forwards(learner) as calls:
         torch.manual_seed(seed)
         loss = grad_cache_backward(learner, views_a, views_b, accum_steps, temperature)
     want_loss, want = first_pass_gradient(copy.deepcopy(encoder), calls, views_a, views_b, temperature)
-    return loss, [p.grad for p in learner.parameters()], want_loss, want
+    return loss, [p.grad for p in learner.parameters()], want_loss, want, _reruns_repeat_first_pass(calls)
+
+
+def _reruns_repeat_first_pass(calls) -> bool:
+    """Whether every forward with a graph (a re-run) had the same input as a forward without one (a first-pass
+    chunk): a re-run of a chunk cut from a bigger graph-free forward cannot replay that forward's masks."""
+    graph_free = {(tuple(x.shape), x.numpy().tobytes()) for x, _state, grad_enabled in calls if not grad_enabled}
+    return all((tuple(x.shape), x.numpy().tobytes()) in graph_free for x, _state, grad_enabled in calls if grad_enabled)
 
 
 def check_grad_cache_gradient(grad_cache_backward: Callable[..., float]) -> None:
@@ -126,9 +133,9 @@ def check_grad_cache_gradient(grad_cache_backward: Callable[..., float]) -> None
     float) and leave in each parameter's ``.grad`` the gradient of ``info_nce_loss(encoder(views_a),
     encoder(views_b), temperature)`` over the whole batch. Cases of its own: 2-hidden-layer encoders, chunks of
     equal and unequal sizes, and one encoder with dropout 0.1: there the loss must be the loss of the first pass's
-    embeddings and the gradient its gradient with the first pass's dropout masks (each sample's first forward,
-    replayed by ``gradacc.foundations.pitfalls.first_pass_gradient``), which needs each chunk's re-run to replay the
-    random numbers of its first forward. Tolerance 1e-5 on the gradient (float32), 1e-5 on the loss. Prints
+    embeddings and the gradient its gradient with the first pass's dropout masks (each sample's last forward without a
+    graph before its re-run, replayed by ``gradacc.foundations.pitfalls.first_pass_gradient``), which needs each chunk's re-run to replay the
+    random numbers of its first-pass forward. Tolerance 1e-5 on the gradient (float32), 1e-5 on the loss. Prints
     ``Exercise 8.2: correct`` or what went wrong; returns ``None``.
     """
 
@@ -136,7 +143,7 @@ def check_grad_cache_gradient(grad_cache_backward: Callable[..., float]) -> None
         for seed, (n, accum_steps, hidden, temperature, start, dropout) in enumerate(_GC_CASES):
             encoder, views_a, views_b = _gc_setup(n, hidden, start, seed, dropout)
             if dropout:
-                loss, grads, want_loss, want = _learner_with_dropout(
+                loss, grads, want_loss, want, same_chunks = _learner_with_dropout(
                     grad_cache_backward, encoder, views_a, views_b, accum_steps, temperature, seed
                 )
                 case = _("batch of {n}, accum_steps={accum_steps}, dropout {p}").format(
@@ -153,9 +160,16 @@ def check_grad_cache_gradient(grad_cache_backward: Callable[..., float]) -> None
             diff = max(float((g - w).abs().max()) for g, w in zip(grads, want, strict=True))
             if dropout and isinstance(loss, (float, int, torch.Tensor)) and abs(float(loss) - want_loss) > 1e-5:
                 return _(
-                    "{case}: returned loss {got}, but your first pass's embeddings with dropout on give {want} (keep "
-                    "the encoder in training mode)"
+                    "{case}: returned loss {got}, not the loss of the embeddings your chunked first pass computed "
+                    "({want}): return the InfoNCE loss of the first pass's embeddings, with dropout on"
                 ).format(case=case, got=f"{float(loss):.6f}", want=f"{want_loss:.6f}")
+            if dropout and diff > 1e-5 and not same_chunks:
+                return _(
+                    "{case}: the gradient differs by {diff} from the gradient of your loss with the dropout masks of "
+                    "the first pass, and your re-runs are not the chunks of your first pass: a chunk cut from a bigger "
+                    "forward cannot replay its masks (embed chunk by chunk without a graph, the same chunks as the "
+                    "re-runs, keeping each chunk's random-number state)"
+                ).format(case=case, diff=f"{diff:.2e}")
             if dropout and diff > 1e-5:
                 return _(
                     "{case}: the gradient differs by {diff} from the gradient of your loss with the dropout masks of "
