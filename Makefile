@@ -30,7 +30,7 @@ PORT ?= 8888
 PYTEST_ARGS ?= -n 2 --dist loadgroup --max-worker-restart=0  # both cores (pytest-xdist); a crashed worker ends the run
 # (naming its test) instead of leaving loadgroup waiting for the lost tests; `make test PYTEST_ARGS=` runs serially
 ALLOW_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root,)
-# TORCH=cpu: take torch from PyTorch's CPU wheel index (a 192 MB wheel, 2.5 GB .venv in all) instead of PyPI, whose
+# TORCH=cpu: take torch from PyTorch's CPU wheel index (a 192 MB wheel, a 2.8 GiB .venv in all) instead of PyPI, whose
 # Linux torch is the CUDA build (several GB of NVIDIA libraries). Only torch comes from that index (--no-deps): its
 # dependencies come from PyPI with the other pins. pip tries the index once (--retries 0) and the make stops with one
 # line when torch cannot be installed (an unreachable index: pip's log says why). The course machines find the CPU
@@ -64,21 +64,27 @@ $(STAMP):
 	@touch $@
 	@echo "installed the pinned requirements into $(VENV)"
 
+# JupyterLab prints the URL of its default_url (with the token): the lesson's /lab/tree/ URL opens the lesson, where a
+# file argument reaches only a browser JupyterLab opens itself (and `--no-browser` opens none).
 lab: $(STAMP) $(LAB_SETTINGS)
 	$(BIN)/jupyter lab --ip=$(HOST) --port=$(PORT) --no-browser $(ALLOW_ROOT) \
-		--ServerApp.root_dir="$(CURDIR)" lessons/00_setup.ipynb
+		--ServerApp.root_dir="$(CURDIR)" --LabApp.default_url=/lab/tree/lessons/00_setup.ipynb
 
 # The Brazilian Portuguese edition (pt-BR/) in JupyterLab's own Brazilian Portuguese interface
 # (jupyterlab-language-pack-pt-br, pinned in requirements.txt): this launch's JupyterLab settings live in
-# build/lab-pt-settings/ and choose the pt_BR locale; `make lab` keeps your own settings and English.
+# build/lab-pt-settings/ and choose the pt_BR locale; `make lab` keeps your own settings and English. Its workspace (the
+# tabs JupyterLab reopens, and the kernels it starts for them) lives in build/lab-pt-workspaces/: `make lab-pt` after
+# `make lab` opens the Portuguese lesson only, and `make lab` after it finds your English tabs.
 LAB_PT_SETTINGS := build/lab-pt-settings
+LAB_PT_WORKSPACES := build/lab-pt-workspaces
 lab-pt: $(STAMP)
 	@mkdir -p $(LAB_PT_SETTINGS)/@jupyterlab/translation-extension $(LAB_PT_SETTINGS)/@jupyterlab/apputils-extension
 	@echo '{"locale": "pt_BR"}' > $(LAB_PT_SETTINGS)/@jupyterlab/translation-extension/plugin.jupyterlab-settings
 	@echo '{"fetchNews": "false", "checkForUpdates": false}' \
 		> $(LAB_PT_SETTINGS)/@jupyterlab/apputils-extension/notification.jupyterlab-settings
-	JUPYTERLAB_SETTINGS_DIR="$(CURDIR)/$(LAB_PT_SETTINGS)" $(BIN)/jupyter lab --ip=$(HOST) --port=$(PORT) --no-browser \
-		$(ALLOW_ROOT) --ServerApp.root_dir="$(CURDIR)" pt-BR/lessons/00_setup.ipynb
+	JUPYTERLAB_SETTINGS_DIR="$(CURDIR)/$(LAB_PT_SETTINGS)" JUPYTERLAB_WORKSPACES_DIR="$(CURDIR)/$(LAB_PT_WORKSPACES)" \
+		$(BIN)/jupyter lab --ip=$(HOST) --port=$(PORT) --no-browser $(ALLOW_ROOT) --ServerApp.root_dir="$(CURDIR)" \
+		--LabApp.default_url=/lab/tree/pt-BR/lessons/00_setup.ipynb
 
 # After changing an English notebook or page, or a catalog: update the catalogs (changed English -> fuzzy entries),
 # then write pt-BR/, README.pt-BR.md and the package's compiled messages from them (locale/README.md)
@@ -127,4 +133,4 @@ site: $(STAMP)
 
 clean:
 	rm -rf $(VENV) .pytest_cache build/test-cache build/site build/site-src build/site-src-pt-BR build/site-npm build/lab-pt-settings \
-		test-artifacts
+		build/lab-pt-workspaces test-artifacts

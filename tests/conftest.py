@@ -82,6 +82,22 @@ def record_notebook_run(name: str, run) -> None:
              "cpu_s": run.cpu_s, "tree_pss_mib": run.tree_pss_mib, "load": os.getloadavg()[0]})  # fmt: skip
 
 
+def make_lab_launch(target: str) -> tuple[dict[str, str], list[str]]:
+    """What ``make <target>`` (``lab`` or ``lab-pt``) gives JupyterLab, read from make's dry run: the environment
+    variables it sets (``{"JUPYTERLAB_WORKSPACES_DIR": ...}``) and its ``--LabApp.*`` options. A venv path that does
+    not exist makes make plan the install too; only the ``jupyter lab`` command is read."""
+    import shlex
+
+    run = subprocess.run(
+        ["make", "-n", target, "VENV=build/no-such-venv/.venv"], cwd=ROOT, capture_output=True, text=True, check=True
+    )
+    (command,) = [c for c in run.stdout.replace("\\\n", " ").splitlines() if "/jupyter lab " in c]
+    words = shlex.split(command)
+    launcher = next(i for i, w in enumerate(words) if w.endswith("/jupyter"))
+    env = dict(w.split("=", 1) for w in words[:launcher])
+    return env, [w for w in words[launcher:] if w.startswith("--LabApp.")]
+
+
 def record_measurement(line: str) -> None:
     """Remember one line (e.g. the browser test's redraw time) for the end-of-session report."""
     _append({"measurement": line})

@@ -38,7 +38,7 @@ from urllib.parse import urlparse
 
 import nbformat
 import pytest
-from conftest import ROOT, record_measurement
+from conftest import ROOT, make_lab_launch, record_measurement
 
 pytestmark = pytest.mark.browser
 
@@ -122,8 +122,9 @@ def _lab_settings(settings_dir: Path) -> None:
 
 
 @contextmanager
-def jupyterlab(root: Path, tmp: Path):
-    """JupyterLab serving ``root`` on 127.0.0.1 with a random token; yields ``(base_url, token)``."""
+def jupyterlab(root: Path, tmp: Path, options: tuple[str, ...] = ()):
+    """JupyterLab serving ``root`` on 127.0.0.1 with a random token, with ``options`` (``--LabApp.*``) added; yields
+    ``(base_url, token)``. Its log is ``tmp/jupyterlab.log``."""
     port, token = _free_port(), secrets.token_hex(16)
     _lab_settings(tmp / "lab-user-settings")
     env = {
@@ -136,7 +137,7 @@ def jupyterlab(root: Path, tmp: Path):
     args = [
         sys.executable, "-m", "jupyterlab", "--no-browser", f"--ServerApp.root_dir={root}",
         "--ServerApp.ip=127.0.0.1", f"--ServerApp.port={port}", "--ServerApp.port_retries=0",
-        f"--IdentityProvider.token={token}",
+        f"--IdentityProvider.token={token}", *options,
     ]  # fmt: skip
     if os.geteuid() == 0:
         args.append("--allow-root")
@@ -543,6 +544,7 @@ def save_notebook(page, panel, name: str) -> None:
 
 
 OPENED = [
+    "lessons/00_setup.ipynb",  # opened through the URL JupyterLab prints with `make lab`'s options (issue 55)
     "lessons/01_theory.ipynb",
     "lessons/03_memory.ipynb",
     "lessons/09_at_scale.ipynb",
@@ -550,12 +552,24 @@ OPENED = [
 ]
 
 
+START_WARNINGS = {
+    "not trusted": r"\[W .*\] Notebook \S+ is not trusted$",
+    "TCP without encryption": r"WARNING \| Kernel is running over TCP without encryption\.",
+    "websocket_ping_timeout": r"\[W .*\] The websocket_ping_timeout \(\d+\) cannot be longer",
+}
+"""The warnings JupyterLab logs when a learner opens a notebook, each explained in docs/troubleshooting.md (issue 55)."""
+
+
 @pytest.mark.slow
 def test_opening_a_notebook_leaves_it_unchanged(tmp_path: Path):
     """Issue 30: opening a lesson and letting its kernel connect does not mark it modified, and saving it writes the
     same bytes (JupyterLab copies the kernel's ``language_info`` into the metadata on connect; the stored metadata is
     that already: ``gradacc.course.notebooks.LANGUAGE_INFO``). Each notebook (copies) is opened in JupyterLab, its
-    kernel waited for (the toolbar's execution indicator reads idle), then saved with Ctrl+S and compared."""
+    kernel waited for (the toolbar's execution indicator reads idle), then saved with Ctrl+S and compared.
+
+    Issue 55: the server runs with `make lab`'s own options, and lesson 00 is opened through the URL its log prints
+    (the URL a learner copies: it opened the Launcher before); the tabs opened are then in the workspace file that
+    JupyterLab writes to ``JUPYTERLAB_WORKSPACES_DIR``, the variable that gives `make lab-pt` its own tabs."""
     from playwright.sync_api import sync_playwright
 
     chromium = ensure_chromium()
@@ -564,12 +578,27 @@ def test_opening_a_notebook_leaves_it_unchanged(tmp_path: Path):
         (root / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(ROOT / name, root / name)
     changed, dirty = {}, {}
-    with jupyterlab(root, tmp_path) as (base, token), sync_playwright() as playwright:
+    lab_env, lab_options = make_lab_launch("lab")
+    assert lab_env == {}, lab_env  # `make lab` keeps the learner's own settings and tabs
+    with jupyterlab(root, tmp_path, tuple(lab_options)) as (base, token), sync_playwright() as playwright:
+        # "Jupyter Server ... is running at:" and the URL (a token given on the command line is printed as "...";
+        # `make lab`'s generated token is printed in full, and again under "Or copy and paste one of these URLs:")
+        for _poll in range(120):  # the server prints it just after it starts answering
+            log = (tmp_path / "jupyterlab.log").read_text()
+            printed = re.findall(r"is running at:\n\[I [^\]]+\] (http://\S+)$", log, flags=re.M)
+            if printed:
+                break
+            time.sleep(0.25)
+        assert printed == [f"{base}/lab/tree/{OPENED[0]}?token=..."], printed
         browser = playwright.chromium.launch(executable_path=str(chromium), headless=True, args=CHROMIUM_ARGS)
         page = browser.new_page(viewport={"width": 1280, "height": 1000})
         try:
             for name in OPENED:
-                page.goto(f"{base}/lab/tree/{name}?token={token}")
+                page.goto(
+                    printed[0].replace("=...", f"={token}")
+                    if name == OPENED[0]
+                    else f"{base}/lab/tree/{name}?token={token}"
+                )
                 # the tab (and its panel) of this path: the ones opened before stay open behind it
                 tab = page.locator(f".lm-TabBar-tab.lm-mod-current[data-type='document-title'][title*='Path: {name}']")
                 tab.wait_for(timeout=90_000)
@@ -595,5 +624,18 @@ def test_opening_a_notebook_leaves_it_unchanged(tmp_path: Path):
             raise
         finally:
             browser.close()
+        workspaces = [json.loads(p.read_text()) for p in (tmp_path / "lab-workspaces").glob("*.jupyterlab-workspace")]
+    # the tabs live in the workspaces folder (the default workspace's file): another folder, other tabs
+    tabs = {key.split(":", 1)[1] for w in workspaces for key in w["data"] if key.startswith("notebook:")}
+    assert tabs == set(OPENED), (tabs, [w["metadata"] for w in workspaces])
+    # every warning the server and its kernels logged is one that the troubleshooting page explains, and each was seen
+    log = (tmp_path / "jupyterlab.log").read_text()
+    warnings = [line for line in log.splitlines() if line.startswith("[W ") or "WARNING |" in line]
+    unexplained = [line for line in warnings if not any(re.search(p, line) for p in START_WARNINGS.values())]
+    assert unexplained == [], unexplained
+    seen = {name for name, p in START_WARNINGS.items() if any(re.search(p, line) for line in warnings)}
+    assert seen == set(START_WARNINGS), seen
+    page = (ROOT / "docs" / "troubleshooting.md").read_text()
+    assert all(name in page for name in START_WARNINGS), [name for name in START_WARNINGS if name not in page]
     assert not any(dirty.values()), f"marked modified on opening: {dirty}"
     assert not changed, f"saving an opened notebook changed it: {changed}"

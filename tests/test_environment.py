@@ -184,3 +184,28 @@ def test_every_extra_is_checked_by_lesson_00_for_the_lessons_that_need_it():
     assert "the first cell of lesson 10 or 11" in install_hint("stacks", "colab")
     with pytest.raises(ValueError, match="extra must be one of"):
         install_hint("all")
+
+
+def test_lessons_00_and_03_say_their_findings_in_sentences_in_both_languages():
+    """Issue 55: lesson 00 printed ``Binder markers present: []`` and lesson 03 ``smallest N that fits: None``; the
+    package now says both in words, through the message catalog (``gradacc.po``)."""
+    from gradacc.course.environment import binder_markers_sentence
+    from gradacc.i18n import set_language
+    from gradacc.memory import smallest_n_line
+
+    try:
+        for lang, none, some, fits, no_fit in [
+            ("en", "No Binder variable is set (6 checked): this is not a Binder session.",
+             "Binder variables set (BINDER_REQUEST, BINDER_REPO_URL): this is a Binder session.",
+             "A10G: smallest N that fits: 8 (peak 19.53 GiB)", "T4: no N up to 64 fits (peak at N = 64: 15.81 GiB)"),
+            ("pt_BR", "Nenhuma variável do Binder está definida (6 verificadas): esta não é uma sessão do Binder.",
+             "Variáveis do Binder definidas (BINDER_REQUEST, BINDER_REPO_URL): esta é uma sessão do Binder.",
+             "A10G: menor N que cabe: 8 (pico de 19.53 GiB)", "T4: nenhum N até 64 cabe (pico em N = 64: 15.81 GiB)"),
+        ]:  # fmt: skip
+            set_language(lang)
+            assert binder_markers_sentence({"BINDER_REQUEST": ""}) == none  # an empty value is no marker
+            assert binder_markers_sentence({"BINDER_REPO_URL": "u", "BINDER_REQUEST": "r"}) == some  # in their order
+            assert smallest_n_line("A10G:", 8, 19.53 * 1024) == fits
+            assert smallest_n_line("T4:", None, 15.81 * 1024) == no_fit
+    finally:
+        set_language(None)

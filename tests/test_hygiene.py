@@ -332,3 +332,22 @@ def test_an_xdist_group_runs_on_one_worker(tmp_path):
     workers = re.findall(r"\[(gw\d)\] .* PASSED test_grouped\.py::test_grouped\[\d\]@g", run.stdout)
     print(f"6 grouped tests ran on {sorted(set(workers))}")
     assert run.returncode == 0 and len(workers) == 6 and len(set(workers)) == 1, run.stdout[-2000:]
+
+
+RAW_VALUE = re.compile(r"(?:^|[\s:=(])(\[\]|None|\{\}|set\(\))(?=[\s,;.)]|$)", re.M)
+"""A Python value printed as such (``[]``, ``None``, ``{}``) where a learner reads a sentence (issue 55: lesson 00's
+``Binder markers present: []``, lesson 03's ``smallest N that fits: None``)."""
+
+
+@pytest.mark.parametrize("edition", ["", "pt-BR/"])
+def test_lessons_00_and_03_print_sentences_not_raw_python_values(edition):
+    """The stored outputs of lessons 00 and 03 (both editions) say "no N up to 64 fits", never ``None``. (Lesson 10's
+    ``warnings about accumulation: []`` is left for a later session; lesson 11's ``.grad ...: None`` is the value its
+    text discusses.)"""
+    found = []
+    for name in ("00_setup", "03_memory"):
+        for cell in nbformat.read(ROOT / edition / "lessons" / f"{name}.ipynb", as_version=4).cells:
+            for output in cell.get("outputs", []):
+                text = output.get("text", "") + output.get("data", {}).get("text/plain", "")
+                found += [f"{name} {cell.id}: {line}" for line in text.splitlines() if RAW_VALUE.search(line)]
+    assert found == [], found

@@ -14,7 +14,7 @@ import colab_replica
 import pytest
 import tomllib
 import yaml
-from conftest import ROOT
+from conftest import ROOT, make_lab_launch
 from packaging.requirements import Requirement
 from packaging.version import Version
 
@@ -101,6 +101,26 @@ def _make_dry_run(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
         ["make", "-n", "lab", "VENV=build/no-such-venv/.venv", *args], cwd=ROOT, capture_output=True, text=True
     )
+
+
+def test_make_lab_and_lab_pt_print_the_lessons_url_and_keep_their_own_tabs(monkeypatch):
+    """Issue 55, items 1 and 2. JupyterLab prints the URL of its ``default_url``: each target's is its lesson 00's
+    ``/lab/tree/`` URL (the Launcher's ``/lab`` before; tests/test_browser.py opens the URL a real JupyterLab
+    prints with these options). ``make lab-pt`` keeps its tabs in a workspaces folder of its own under build/, which
+    JupyterLab reads from ``JUPYTERLAB_WORKSPACES_DIR``; ``make lab`` keeps the learner's own."""
+    from jupyterlab.commands import get_workspaces_dir
+
+    launches = {target: make_lab_launch(target) for target in ("lab", "lab-pt")}
+    for target, lesson in (("lab", "lessons/00_setup.ipynb"), ("lab-pt", "pt-BR/lessons/00_setup.ipynb")):
+        assert launches[target][1] == [f"--LabApp.default_url=/lab/tree/{lesson}"], launches[target]
+        assert (ROOT / lesson).is_file(), lesson
+    assert "JUPYTERLAB_WORKSPACES_DIR" not in launches["lab"][0]
+    pt_workspaces = launches["lab-pt"][0]["JUPYTERLAB_WORKSPACES_DIR"]
+    assert Path(pt_workspaces).parent == ROOT / "build", pt_workspaces
+    monkeypatch.delenv("JUPYTERLAB_WORKSPACES_DIR", raising=False)
+    english = get_workspaces_dir()
+    monkeypatch.setenv("JUPYTERLAB_WORKSPACES_DIR", pt_workspaces)
+    assert get_workspaces_dir() == pt_workspaces != english
 
 
 def test_make_lab_torch_cpu_installs_the_cpu_build_first():

@@ -169,3 +169,27 @@ def test_progress_on_a_class_folder_refuses_to_write_there(tmp_path, capsys):
     assert "`gradacc progress --reference PATH` in a terminal, `progress(reference=PATH)` in a notebook" in str(
         error.value
     )
+
+
+def test_the_progress_table_wraps_its_last_column_between_words(tmp_path):
+    """Issue 55: the table's rows ran to 150 characters and a notebook's output area broke them inside words. Now no
+    line is wider than ``TABLE_WIDTH``, the last column wraps between words under its own heading, and its words are
+    all there, in order. No notebook runs: the rows are made here, as ``progress`` makes them."""
+    from gradacc.grading.progress import TABLE_WIDTH, ExerciseProgress, Progress
+
+    why = "check 1.1: incorrect - not answered yet (the answer cell still raises NotImplementedError)"
+    rows = [
+        ExerciseProgress("01_theory", tmp_path / "01_theory.ipynb", "graded", 0, 5, {"1.1": 0, "1.2": 0}, [], why),
+        ExerciseProgress("02_pytorch", tmp_path / "02_pytorch.ipynb", "graded", 6, 6, {"2.1": 3, "2.2": 3},
+                         ["2.1", "2.2"], "done: every check passed"),
+    ]  # fmt: skip
+    lines = Progress(tmp_path, rows, ["11_parallel"]).table().splitlines()
+    assert max(len(line) for line in lines[:-2]) <= TABLE_WIDTH, lines
+    column = lines[0].index("what to do next")
+    assert lines[1].split()[:6] == ["01_theory", "0", "of", "2", "0", "/"] and lines[1][column:].startswith("check 1.1")
+    (done,) = [i for i, line in enumerate(lines) if line.startswith("02_pytorch")]
+    continued = lines[2:done]
+    assert continued and all(line[:column].strip() == "" and line[column] != " " for line in continued), lines
+    assert " ".join(line[column:] for line in lines[1:done]) == why  # every word, none cut
+    assert lines[done][column:] == "done: every check passed"
+    assert lines[-2:] == ["total: 6 / 11 points in 2 exercises", f"not in {tmp_path}: 11_parallel"]

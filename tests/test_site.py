@@ -186,6 +186,24 @@ def test_the_build_publishes_every_notebook_and_warns_about_nothing(site):
         assert 'url=docs/index.html"' in (site.out / edition / "index.html").read_text()  # the root opens Start here
 
 
+@pytest.mark.slow
+def test_every_page_names_the_favicon_and_the_site_serves_favicon_ico(site):
+    """Issue 55: the site's ``/favicon.ico`` was a 404 (its only console error in a browser that asks for it). The
+    course's icon (docs/_static/favicon.ico, an ICO file) is published at the site's root, and every page of both
+    editions names an icon that exists (``<link rel="icon">``, so that a browser asks for no other)."""
+    icon = (ROOT / "docs" / "_static" / "favicon.ico").read_bytes()
+    assert icon[:4] == b"\x00\x00\x01\x00", icon[:4]  # an ICO file's header: reserved 0, type 1 (icon)
+    assert (site.out / "favicon.ico").read_bytes() == icon
+    missing = {}
+    for page in site.out.rglob("*.html"):
+        if "_static" in page.parts or page.relative_to(site.out).as_posix() in ("index.html", f"{PT}index.html"):
+            continue  # the theme's own files; each root's index.html only redirects (the browser then asks the root)
+        links = re.findall(r'<link rel="icon" href="([^"]+)"', page.read_text(encoding="utf-8"))
+        if len(links) != 1 or (page.parent / links[0]).read_bytes() != icon:
+            missing[page.relative_to(site.out).as_posix()] = links
+    assert missing == {}, dict(list(missing.items())[:5])
+
+
 def _text(path: Path) -> str:
     """What a published file says: a notebook's cells and text outputs, an HTML page's text without tags, else the
     file."""

@@ -14,6 +14,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
+from ..i18n import _
 from ..memory import MIB
 
 if TYPE_CHECKING:
@@ -28,6 +29,7 @@ __all__ = [
     "install_hint",
     "Runtime",
     "runtime",
+    "binder_markers_sentence",
     "pick_device",
     "library_versions",
     "unmet_requirements",
@@ -115,6 +117,23 @@ def runtime(environ: Mapping[str, str] | None = None, modules: Container[str] | 
     if any(environ.get(name) for name in BINDER_ENV_VARS):
         return "binder"
     return "local"
+
+
+def binder_markers_sentence(environ: Mapping[str, str] | None = None) -> str:
+    """One sentence, in the learner's language, naming the ``BINDER_ENV_VARS`` set in ``environ`` (default
+    ``os.environ``): what ``runtime`` reads to say ``"binder"``. Shown in lessons/00_setup.ipynb, section 1.
+
+    Example:
+        >>> binder_markers_sentence({})
+        'No Binder variable is set (6 checked): this is not a Binder session.'
+    """
+    environ = os.environ if environ is None else environ
+    present = [name for name in BINDER_ENV_VARS if environ.get(name)]
+    if not present:
+        return _("No Binder variable is set ({count} checked): this is not a Binder session.").format(
+            count=len(BINDER_ENV_VARS)
+        )
+    return _("Binder variables set ({names}): this is a Binder session.").format(names=", ".join(present))
 
 
 def _mps_available() -> bool:

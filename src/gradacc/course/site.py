@@ -357,6 +357,8 @@ def stage(root: Path, src: Path, lang: str = "en") -> list[str]:
         shutil.copytree(root / "docs" / extra, src / extra)
     if not folder:
         _mathjax(root, src / "_extra")  # published as mathjax/ (html_extra_path), not loaded by every page
+        # the site's /favicon.ico, which a browser asks for where a page names no icon (a 404 in its console before)
+        shutil.copy2(root / "docs" / "_static" / "favicon.ico", src / "_extra" / "favicon.ico")
     return pages
 
 

@@ -26,6 +26,7 @@ import re
 import shutil
 import sys
 import tempfile
+import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,6 +39,10 @@ from .score import grade
 from .shards import fingerprints
 
 __all__ = ["ExerciseProgress", "Progress", "progress", "check_order", "class_view", "class_progress", "add_cli"]
+
+TABLE_WIDTH = 88
+"""The progress table's width in characters: the last column wraps between words to stay within it (a notebook's
+output area breaks a longer line wherever it reaches the edge, inside a word)."""
 
 RECORD_NAME = "progress.json"
 """The record's file name, written into the learner's folder unless ``record`` says otherwise."""
@@ -75,7 +80,9 @@ class Progress:
     """the language of ``table()`` and of each exercise's ``next`` (``"en"``, ``"pt_BR"``)"""
 
     def table(self) -> str:
-        """The table a learner reads: exercise, checks passed, points, what to do next (one line each)."""
+        """The table a learner reads: exercise, checks passed, points, what to do next (one row each; the last
+        column wraps between words onto lines of its own, indented under it, so that no row is wider than
+        ``TABLE_WIDTH``)."""
         lang = self.language
         head = tuple(
             translate(w, lang) for w in (N_("exercise"), N_("checks passed"), N_("points"), N_("what to do next"))
@@ -87,8 +94,13 @@ class Progress:
             for e in self.exercises
         ]
         widths = [max(len(row[i]) for row in [head, *lines]) for i in range(3)]
-        text = ["  ".join(cell.ljust(w) for cell, w in zip(row[:3], widths, strict=True)) + "  " + row[3]
-                for row in [head, *lines]]  # fmt: skip
+        indent = sum(widths) + 2 * 3
+        room = max(TABLE_WIDTH - indent, 30)
+        text = []
+        for row in [head, *lines]:
+            start = "  ".join(cell.ljust(w) for cell, w in zip(row[:3], widths, strict=True)) + "  "
+            wrapped = textwrap.wrap(row[3], room, break_long_words=False, break_on_hyphens=False) or [""]
+            text += [start + wrapped[0], *(" " * indent + more for more in wrapped[1:])]
         total = sum(e.points for e in self.exercises), sum(e.max_points for e in self.exercises)
         count = len(self.exercises)
         if count == 1:

@@ -32,7 +32,7 @@ Why bubblewrap (Debian package ``bubblewrap``, https://github.com/containers/bub
 sandbox that Flatpak is built on; it needs no daemon, no root and no image (the grader's own Python environment is
 bound read-only, so the kernel runs exactly the pinned packages, with nothing to rebuild when the pins change), and it
 starts in milliseconds. A container engine (Podman, Docker) gives the same namespaces but needs an image holding the
-course's environment (about 2.5 GB) kept in step with the pins. ``none`` runs as before (the student's code as the
+course's environment (about 2.8 GiB) kept in step with the pins. ``none`` runs as before (the student's code as the
 instructor's user) and is only chosen explicitly.
 
 Tested with bubblewrap 0.8.0 (Debian 12); ``--size`` needs 0.5.0 or newer, ``--disable-userns`` 0.8.0.

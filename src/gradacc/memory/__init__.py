@@ -13,7 +13,7 @@ The API (this package re-exports it), one concern per module:
 * ``measure``: ``measure_run`` / ``measure_step`` (CUDA allocator, PyTorch's ``MemTracker`` or the counter),
   ``time_step``, ``count_step_work``;
 * ``config``: the lessons' setups (``StepConfig``), ``measure_config`` and ``measure_sweep`` (real or fake tensors);
-* ``predict``: ``MemoryProfile``, ``profile_model``, ``predict_step``, ``smallest_fitting_accum_steps``;
+* ``predict``: ``MemoryProfile``, ``profile_model``, ``predict_step``, ``smallest_fitting_accum_steps``, ``smallest_n_line``;
 * ``timeline``: ``StepTimeline``, ``record_timeline``, ``timeline_config``: every category after every operation of
   one step, with the micro-steps marked; ``predict_timeline`` draws the same from a profile;
 * ``spans``: ``measure_spans``, ``spans_config``: what a tracker started around one micro-step reports against one
@@ -43,7 +43,14 @@ from .options import (
     optimizer_state_bytes,
 )
 from .parallel import PARALLEL_MODES, predict_parallel
-from .predict import MemoryProfile, predict_step, profile_config, profile_model, smallest_fitting_accum_steps
+from .predict import (
+    MemoryProfile,
+    predict_step,
+    profile_config,
+    profile_model,
+    smallest_fitting_accum_steps,
+    smallest_n_line,
+)
 from .spans import WindowSpans, measure_spans, spans_config
 from .timeline import StepTimeline, predict_timeline, record_timeline, timeline_config
 from .tracker import CATEGORIES, MIB, LiveStorageCounter, StepMemory, format_breakdown
@@ -73,6 +80,7 @@ __all__ = [
     "profile_config",
     "predict_step",
     "smallest_fitting_accum_steps",
+    "smallest_n_line",
     "time_step",
     "count_step_work",
     "jax_compiled_memory",

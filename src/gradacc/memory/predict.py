@@ -13,6 +13,7 @@ from torch import nn
 
 from ..foundations.accumulation import sum_cross_entropy
 from ..foundations.data import check_accum_steps
+from ..i18n import _
 from .config import StepConfig, _fake_setup, _quiet_fake
 from .measure import _accumulated_step, _is_fake, _window_items
 from .options import (
@@ -31,6 +32,7 @@ __all__ = [
     "profile_config",
     "predict_step",
     "smallest_fitting_accum_steps",
+    "smallest_n_line",
 ]
 
 
@@ -339,3 +341,25 @@ def smallest_fitting_accum_steps(
         if peak_fn(n) <= budget:
             return n
     return None
+
+
+def smallest_n_line(card: str, smallest: int | None, peak_mib: float, largest: int = 64) -> str:
+    """What ``smallest_fitting_accum_steps`` found for ``card``, as one line in the learner's language: the card, then
+    the smallest N and its peak, or that no N up to ``largest`` fits and the peak at ``largest``. Shown in
+    lessons/03_memory.ipynb, section 4 (one line per card: pad ``card`` to align them).
+
+    Args:
+        card: what the budget is (``"A10G: 23,028 MiB (22.2 GiB usable)"``), printed as given.
+        smallest: the smallest N that fits, or ``None``.
+        peak_mib: the peak (MiB) at ``smallest``, or at ``largest`` when ``smallest`` is ``None``; printed in GiB.
+        largest: the largest N tried.
+
+    Example:
+        >>> smallest_n_line("T4:", None, 16189.4)
+        'T4: no N up to 64 fits (peak at N = 64: 15.81 GiB)'
+    """
+    peak = f"{peak_mib / 1024:.2f}"
+    if smallest is None:
+        line = _("{card} no N up to {largest} fits (peak at N = {largest}: {peak} GiB)")
+        return line.format(card=card, largest=largest, peak=peak)
+    return _("{card} smallest N that fits: {n} (peak {peak} GiB)").format(card=card, n=smallest, peak=peak)
