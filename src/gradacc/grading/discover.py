@@ -321,8 +321,11 @@ def discover(folder: Path, names: Iterable[str]) -> list[Found]:
 
 def refused_row(found: Found, ref: Reference) -> Row:
     """The row of a submission the grader never reads (``Found.refused``: a symbolic link, a hard link to a file
-    outside the class, a special file): ``refused-file``, 0 points, the reason as its message and its feedback."""
+    outside the class, a special file): ``refused-file``, 0 points, the reason as its message and its feedback (which
+    leaves out a symbolic link's target)."""
     row = Row(found.student, ref.name, "refused-file", 0, ref.max_points, found.refused, str(found.path))
     row.checks = {str(c["check"]): 0 for c in ref.checks}
-    row.feedback.append(f"`{_code(found.refused)}`")
+    # the student's feedback never names the link's target: it can be another student's folder or the instructor's path
+    told = re.sub(r"^a symbolic link \(to .*\): never followed", "a symbolic link: never followed", found.refused)
+    row.feedback.append(f"`{_code(told)}`")
     return row
