@@ -543,4 +543,6 @@ def test_the_guides_one_node_slurm_conf_is_the_tested_clusters():
     node = re.search(r"^NodeName=\$host CPUs=(\d+) RealMemory=(\d+) ", conf, re.M)
     sbatch = re.search(r"#SBATCH --cpus-per-task=(\d+)\n#SBATCH --mem-per-cpu=(\d+)M", guide)
     cpus, mib = int(sbatch.group(1)), int(sbatch.group(2))
-    assert int(node.group(1)) >= cpus and int(node.group(2)) >= cpus * mib == 3000
+    assert int(node.group(1)) >= cpus and int(node.group(2)) >= cpus * mib == 4400
+    # the guide's own sizing rule: --workers x --memory-mib (2048 by default) + about 300 MiB for the grader
+    assert cpus * mib >= cpus * 2048 + 300
