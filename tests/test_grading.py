@@ -815,6 +815,8 @@ def test_discover_both_layouts(tmp_path):
     (tmp_path / "ann" / "sub" / ".ipynb_checkpoints" / "01_small-checkpoint.ipynb").write_text("{}")
     (tmp_path / "ann" / "02_small-Copy1.ipynb").write_text("{}")
     (tmp_path / "ben__01_small.ipynb").write_text("{}")
+    (tmp_path / "cat_1003_5003").mkdir()  # Canvas: a resubmitted file gets "-1" (the second instructor's walk)
+    (tmp_path / "cat_1003_5003" / "02_small-1.ipynb").write_text("{}")
     (tmp_path / "loose.ipynb").write_text("{}")
     found = {
         (f.student, f.exercise, f.recognized, f.real_student) for f in discover(tmp_path, ["01_small", "02_small"])
@@ -823,6 +825,7 @@ def test_discover_both_layouts(tmp_path):
         ("ann", "01_small", True, True),
         ("ann", "02_small", True, True),
         ("ben", "01_small", True, True),
+        ("cat_1003_5003", "02_small", True, True),
         ("", "loose.ipynb", False, False),  # no student's (issue 60)
     }
 

@@ -271,7 +271,8 @@ def _classify(student: str, path: Path, filename: str, names: set[str], refused:
     stem = filename[: -len(".ipynb")]
     if stem in names:
         return Found(student, stem, path, True, refused, refused=refused)
-    cleaned = re.sub(r"(?i)(\s*[-_ ]\s*copy\d*|\s*\(\d+\))+$", "", stem).strip()
+    # JupyterLab's "-Copy1", a browser's " (1)", Canvas's "-1" on a resubmitted file
+    cleaned = re.sub(r"(?i)(\s*[-_ ]\s*copy\d*|\s*\(\d+\)|-\d+)+$", "", stem).strip()
     if cleaned in names:
         note = f"file name {filename!r} read as {cleaned}.ipynb"
         return Found(student, cleaned, path, True, "; ".join(filter(None, [refused, note])), refused=refused)
@@ -283,7 +284,7 @@ def discover(folder: Path, names: Iterable[str]) -> list[Found]:
     """Every submitted file: ``folder/<student>/**/NN_topic.ipynb`` or ``folder/<student>__NN_topic.ipynb``.
 
     Dot files and folders, ``__MACOSX`` and ``.ipynb_checkpoints`` are skipped; every other file is returned, and
-    those whose name is no exercise (after dropping ``-Copy1`` / `` (1)`` suffixes) come back with
+    those whose name is no exercise (after dropping ``-Copy1`` / `` (1)`` / Canvas's ``-1`` suffixes) come back with
     ``recognized=False``. A file the grader must not read (``refusal``: a symbolic link, a special file, a hard link
     to a file outside the class) comes back with ``refused`` saying why; a link is never followed, a symbolic link to
     a folder included. A file at the top level not named ``<student>__...`` (a stray ``README.md``, a
