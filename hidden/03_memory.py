@@ -8,7 +8,7 @@ and this file's own preamble, and PRINTS the student's results on inputs drawn f
 import torch
 import torch.nn.functional as F
 
-from gradacc.course.checks.lesson03 import timeline_from_parts
+from gradacc.course.checks.lesson03 import timeline_pair
 from gradacc.foundations.models import make_digits_model
 
 
@@ -123,23 +123,6 @@ def show_timelines(label, first, second, ns):
     print(f"{label} (measured at N = {first.accum_steps} and {second.accum_steps}): " + "; ".join(results))
 
 
-def step_pair(effective, n1, acts, temps, forward=0.0, **parts):
-    """Two timelines of one step, at N = n1 and 2 x n1 (``acts``, ``temps``, ``forward`` (the forward pass's
-    scratch): MiB per sample; every value a dyadic fraction, so each operation's line is exact in floating point
-    whatever the order of the operations)."""
-    return tuple(
-        timeline_from_parts(
-            n,
-            effective // n,
-            **parts,
-            activations=acts * effective / n,
-            temporaries=temps * effective / n,
-            forward_scratch=forward * effective / n,
-        )  # fmt: skip
-        for n in (n1, 2 * n1)
-    )
-
-
 # every seed: an activation-bound step with a weight-gradient temporary of 1-3 MiB (W), to a smaller N and to N = B
 # (micro-batches of 1). At both measured N the activations' operation holds the peak (per sample, 3/4 a + t >=
 # 5/16 MiB, so at b >= 16 it beats W); at b = 1 the weight gradient's operation holds it (3/4 a + t <= 7/8 < W), 1/8
@@ -149,15 +132,16 @@ def step_pair(effective, n1, acts, temps, forward=0.0, **parts):
 params = eighths(1, 32)
 effective, n1 = rng.choice([256, 512, 1024]), rng.choice([2, 4, 8])
 weight_gradient = 1 + eighths(0, 2)
-bound = step_pair(
-    effective, n1, rng.randint(16, 32) / 64, rng.randint(8, 32) / 64, parameters=params, gradients=params,
+bound = timeline_pair(
+    effective, (n1, 2 * n1), rng.randint(16, 32) / 64, rng.randint(8, 32) / 64, parameters=params, gradients=params,
     optimizer_state=2 * params, other=eighths(0, 2), step_scratch=weight_gradient - 1 / 8,
     weight_gradient=weight_gradient,
 )  # fmt: skip
 show_timelines("activation-bound", *bound, (2 if n1 > 2 else 16, effective))
 acts, temps = rng.randint(1, 8) / 256, rng.randint(1, 8) / 256
-flat = step_pair(
-    256, rng.choice([4, 8]), acts, temps, parameters=params, gradients=params, optimizer_state=2 * params,
+n_flat = rng.choice([4, 8])
+flat = timeline_pair(
+    256, (n_flat, 2 * n_flat), acts, temps, parameters=params, gradients=params, optimizer_state=2 * params,
     other=eighths(0, 2), step_scratch=(acts + temps) * 128 + 1 + eighths(1, 4), weight_gradient=eighths(0, 1),
 )  # fmt: skip
 show_timelines("flat", *flat, (2, rng.choice([16, 64]), rng.choice([1, 0, -2])))
@@ -168,8 +152,8 @@ show_timelines("flat", *flat, (2, rng.choice([16, 64]), rng.choice([1, 0, -2])))
 # scratch >= 9/8 MiB, above the weight gradient's operation, <= 1 + 1/32 MiB).
 acts, temps = rng.randint(1, 8) / 64, rng.randint(1, 8) / 64
 effective, n1 = rng.choice([256, 512, 1024]), rng.choice([2, 4, 8])
-teacher = step_pair(
-    effective, n1, acts, temps, rng.randint(17, 32) / 64, parameters=params, gradients=params,
+teacher = timeline_pair(
+    effective, (n1, 2 * n1), acts, temps, rng.randint(17, 32) / 64, parameters=params, gradients=params,
     optimizer_state=2 * params, other=eighths(0, 2), step_scratch=9 / 8 + eighths(0, 2), weight_gradient=eighths(0, 1),
 )  # fmt: skip
 show_timelines("forward-bound", *teacher, (2 if n1 > 2 else 16, effective // 32, effective))

@@ -36,6 +36,7 @@ __all__ = [
     "reference_peak_at",
     "check_peak_at",
     "timeline_from_parts",
+    "timeline_pair",
     "reference_peak_for_n",
     "check_peak_for_n",
 ]
@@ -316,6 +317,26 @@ def timeline_from_parts(
     return StepTimeline(accum_steps=accum_steps, micro_batch_size=micro_batch_size, mib=mib, events=events)
 
 
+def timeline_pair(
+    effective: int, ns: tuple[int, int], acts: float, temps: float, forward: float = 0.0, **parts: float
+) -> tuple[StepTimeline, StepTimeline]:
+    """Two timelines (``timeline_from_parts``) of one step of ``effective`` samples at the two N of ``ns``, from its
+    per-sample parts in MiB: ``acts`` (activations), ``temps`` (temporaries) and ``forward`` (the forward pass's
+    scratch), scaled by each micro-batch's size; ``parts`` (parameters, gradients, ...) as they are. The pairs that
+    exercise 3.5's visible and hidden checks give ``peak_for_n``."""
+    return tuple(
+        timeline_from_parts(
+            n,
+            effective // n,
+            **parts,
+            activations=acts * effective / n,
+            temporaries=temps * effective / n,
+            forward_scratch=forward * effective / n,
+        )  # fmt: skip
+        for n in ns
+    )
+
+
 def reference_peak_for_n(first: StepTimeline, second: StepTimeline, accum_steps: int) -> tuple[float, str]:
     """Exercise 3.5's answer: from two timelines of one step (same model, optimizer and effective batch B) measured
     at two N >= 2, ``(peak MiB, "micro-step" | "optimizer step")`` of the same step at N = ``accum_steps`` >= 2.
@@ -362,27 +383,12 @@ def check_peak_for_n(peak_for_n: Callable) -> None:
     peak is in ``optimizer.step()``, each at an N above and below the two; N < 2 raises ``ValueError``."""
     parts = {"parameters": 4.0, "gradients": 4.0, "optimizer_state": 8.0, "other": 1.0}
 
-    def pair(n1: int, n2: int, effective: int, acts: float, temps: float, forward: float = 0.0, **rest: float) -> tuple:
-        """Two timelines of one step; ``acts``, ``temps`` and ``forward`` (the forward pass's scratch) in MiB per
-        sample."""
-        return tuple(
-            timeline_from_parts(
-                n,
-                effective // n,
-                **rest,
-                activations=acts * effective / n,
-                temporaries=temps * effective / n,
-                forward_scratch=forward * effective / n,
-            )  # fmt: skip
-            for n in (n1, n2)
-        )
-
-    bound = pair(4, 8, 256, 1 / 8, 1 / 16, **parts, step_scratch=2.0, weight_gradient=3.0)
-    flat = pair(8, 16, 256, 1 / 64, 1 / 64, **{**parts, "optimizer_state": 16.0}, step_scratch=12.0,
+    bound = timeline_pair(256, (4, 8), 1 / 8, 1 / 16, **parts, step_scratch=2.0, weight_gradient=3.0)
+    flat = timeline_pair(256, (8, 16), 1 / 64, 1 / 64, **{**parts, "optimizer_state": 16.0}, step_scratch=12.0,
                 weight_gradient=2.0)  # fmt: skip
     small = StepConfig(width=128, depth=2, effective_batch_size=512)
     real = tuple(timeline_config(small, n, device="cpu") for n in (4, 8))
-    teacher = pair(4, 16, 256, 1 / 16, 1 / 32, 1 / 4, **parts, step_scratch=1.5, weight_gradient=1.0)
+    teacher = timeline_pair(256, (4, 16), 1 / 16, 1 / 32, 1 / 4, **parts, step_scratch=1.5, weight_gradient=1.0)
     cases = [(real, (2, 64)), (bound, (2, 16, 256)), (teacher, (2, 32)), (flat, (2, 32))]
 
     def body() -> str | None:
