@@ -13,7 +13,8 @@
 * **What code shows** (a code cell only, ``strings=True``): each string literal with a word that the learner reads
   when the cell runs or when reading the code (``display_strings``): the arguments of ``print`` and of the figure's
   text calls (``set_title``, ``xlabel``, ``legend``, ``label=``, ...), the message of ``raise``/``assert``/``warn``,
-  the labels of a literal a ``for`` loop walks (``for name, fn in [("plain mean", ...)]``), and docstrings; but
+  the labels of a literal a ``for`` loop walks (``for name, fn in [("plain mean", ...)]``), a string assigned to a
+  name that only shown f-strings use (``where = "every micro-batch" if ... else "at the boundary"``), and docstrings; but
   not a string the cell also writes elsewhere (a key, a value compared: ``if logging == "window sum"``), which is code. The unit
   is the literal's text between its quotes, as written (an f-string's ``{fields}`` and escapes like ``\\n`` are part
   of it and stay as they are); the prefix and quotes are kept. The edition's build puts the translated literal in the
@@ -301,6 +302,22 @@ def display_strings(source: str) -> list[tuple[int, int, int, int]]:
             shown(node.msg)
         elif isinstance(node, (ast.For, ast.comprehension)) and isinstance(node.iter, (ast.Tuple, ast.List, ast.Dict)):
             elements(node.iter)
+    # a name a shown f-string prints, assigned strings in this cell: `where = "every micro-batch" if ... else "..."`
+    printed = {
+        v.value.id
+        for n in kept
+        if isinstance(n, ast.JoinedStr)
+        for v in n.values
+        if isinstance(v, ast.FormattedValue) and isinstance(v.value, ast.Name)
+    }
+    inside = {id(x) for n in kept if isinstance(n, ast.JoinedStr) for x in ast.walk(n)}
+    printed -= {
+        n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and id(n) not in inside
+    }  # a name the code uses too (`torch.amp.GradScaler(amp_device)`) holds code, not text
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id in printed for t in node.targets):
+            if isinstance(node.value, (ast.Constant, ast.JoinedStr, ast.IfExp)):
+                shown(node.value)
     # a string also written elsewhere in the cell is code (a key, a value compared): `if logging == "window sum"`
     shown_nodes = {id(n) for n in kept}
     code_values = {
