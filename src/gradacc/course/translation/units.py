@@ -14,7 +14,9 @@
   when the cell runs or when reading the code (``display_strings``): the arguments of ``print`` and of the figure's
   text calls (``set_title``, ``xlabel``, ``legend``, ``label=``, ...), the message of ``raise``/``assert``/``warn``,
   the labels of a literal a ``for`` loop walks (``for name, fn in [("plain mean", ...)]``), a string assigned to a
-  name that only shown f-strings use (``where = "every micro-batch" if ... else "at the boundary"``), and docstrings; but
+  name that only shown f-strings use (``where = "every micro-batch" if ... else "at the boundary"``), the strings
+  appended to a list a display call shows, a sentence (two words) passed to a function whose result is shown
+  (``print(smallest_n_line("the T4 at its usable 14.75 GiB:", ...))``), and docstrings; but
   not a string the cell also writes elsewhere (a key, a value compared: ``if logging == "window sum"``), which is code. The unit
   is the literal's text between its quotes, as written (an f-string's ``{fields}`` and escapes like ``\\n`` are part
   of it and stay as they are); the prefix and quotes are kept. The edition's build puts the translated literal in the
@@ -195,6 +197,8 @@ def _shell_comments(source: str) -> list[tuple[int, int, str]]:
 
 
 _PREFIX = re.compile(r"^([A-Za-z]*)(\"\"\"|\'\'\'|\"|\')")
+_PROSE = re.compile(r"[^\W\d_]{2,} [^\W\d_]{2,}")
+"""Two words in a row: a sentence, not an identifier or a key."""
 _SKIPPED_CALLS = frozenset({"format", "join", "str", "repr"})
 """Calls inside a display call whose strings are still shown (``print(", ".join(...))``, ``"{} MiB".format(x)``)."""
 
@@ -249,24 +253,32 @@ def display_strings(source: str) -> list[tuple[int, int, int, int]]:
     def add(node: ast.AST) -> None:
         kept.append(node)
 
-    def shown(node: ast.AST) -> None:
-        """Every string literal of ``node``, but keys (``d["key"]``), comparisons and other calls' arguments."""
-        if isinstance(node, ast.JoinedStr) or (isinstance(node, ast.Constant) and isinstance(node.value, str)):
+    listed: set[str] = set()  # names whose value a display call shows: print("\\n".join(outcomes))
+
+    def shown(node: ast.AST, prose_only: bool = False) -> None:
+        """Every string literal of ``node``, but keys (``d["key"]``) and comparisons; in another call's arguments
+        (``print(smallest_n_line("the T4 at its usable 14.75 GiB:", ...))``) an f-string or a string of two words."""
+        if isinstance(node, ast.JoinedStr):
             add(node)
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            if not prose_only or _PROSE.search(node.value):
+                add(node)
+        elif isinstance(node, ast.Name):
+            listed.add(node.id)
         elif isinstance(node, ast.Subscript):
-            shown(node.value)
+            shown(node.value, prose_only)
         elif isinstance(node, ast.Compare):
             return
         elif isinstance(node, ast.Call):
             name = _name(node.func)
-            if name in _SKIPPED_CALLS or name in DISPLAY_CALLS:
-                if isinstance(node.func, ast.Attribute):
-                    shown(node.func.value)
-                for arg in _texts(node):
-                    shown(arg)
+            shows = name in _SKIPPED_CALLS or name in DISPLAY_CALLS
+            if isinstance(node.func, ast.Attribute):
+                shown(node.func.value, prose_only or not shows)
+            for arg in _texts(node) if shows else node.args:
+                shown(arg, prose_only or not shows)
         else:
             for child in ast.iter_child_nodes(node):
-                shown(child)
+                shown(child, prose_only)
 
     def elements(node: ast.AST) -> None:
         """The labels of a literal a ``for`` loop walks: strings of its tuples, lists and dicts, no call's."""
@@ -302,6 +314,17 @@ def display_strings(source: str) -> list[tuple[int, int, int, int]]:
             shown(node.msg)
         elif isinstance(node, (ast.For, ast.comprehension)) and isinstance(node.iter, (ast.Tuple, ast.List, ast.Dict)):
             elements(node.iter)
+    # a list a display call shows: the strings appended to it (`outcomes.append(f"window {k}: ...")`)
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "append"
+            and isinstance(node.func.value, ast.Name)
+            and node.func.value.id in listed
+            and node.args
+        ):
+            shown(node.args[0])
     # a name a shown f-string prints, assigned strings in this cell: `where = "every micro-batch" if ... else "..."`
     printed = {
         v.value.id
