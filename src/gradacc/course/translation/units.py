@@ -15,7 +15,9 @@
   text calls (``set_title``, ``xlabel``, ``legend``, ``label=``, ...), the message of ``raise``/``assert``/``warn``,
   the labels of a literal a ``for`` loop walks (``for name, fn in [("plain mean", ...)]``), a string assigned to a
   name that only shown f-strings use (``where = "every micro-batch" if ... else "at the boundary"``), the strings
-  appended to a list a display call shows, a sentence (two words) passed to a function whose result is shown
+  appended to a list a display call shows, the sentences (two words) of a literal walked by a loop whose variable a
+  display call shows (``for x, y, text, colour in boxes.values(): ax.text(x, y, text)``), a sentence passed to a
+  function whose result is shown
   (``print(smallest_n_line("the T4 at its usable 14.75 GiB:", ...))``), and docstrings; but
   not a string the cell also writes elsewhere (a key, a value compared: ``if logging == "window sum"``), which is code. The unit
   is the literal's text between its quotes, as written (an f-string's ``{fields}`` and escapes like ``\\n`` are part
@@ -197,8 +199,8 @@ def _shell_comments(source: str) -> list[tuple[int, int, str]]:
 
 
 _PREFIX = re.compile(r"^([A-Za-z]*)(\"\"\"|\'\'\'|\"|\')")
-_PROSE = re.compile(r"[^\W\d_]{2,} [^\W\d_]{2,}")
-"""Two words in a row: a sentence, not an identifier or a key."""
+_PROSE = re.compile(r"[^\W\d_]{2,}[ :,;]+[^\W\d_]{2,}")
+"""Two words in a row (a blank, colon, comma or semicolon between): a sentence, not an identifier or a key."""
 _SKIPPED_CALLS = frozenset({"format", "join", "str", "repr"})
 """Calls inside a display call whose strings are still shown (``print(", ".join(...))``, ``"{} MiB".format(x)``)."""
 
@@ -325,6 +327,36 @@ def display_strings(source: str) -> list[tuple[int, int, int, int]]:
             and node.args
         ):
             shown(node.args[0])
+    # a loop's variable a display call shows, over a literal (or a name assigned one): the sentences in it
+    # (`for x, y, text, colour in boxes.values(): ax.text(x, y, text)`)
+    assigned = {
+        t.id: n.value
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Assign) and isinstance(n.value, (ast.Dict, ast.List, ast.Tuple))
+        for t in n.targets
+        if isinstance(t, ast.Name)
+    }
+
+    def sentences(node: ast.AST) -> None:
+        if isinstance(node, ast.JoinedStr) or (
+            isinstance(node, ast.Constant) and isinstance(node.value, str) and _PROSE.search(node.value)
+        ):
+            add(node)
+        elif isinstance(node, (ast.Tuple, ast.List, ast.Dict, ast.Set)):
+            for child in ast.iter_child_nodes(node):
+                sentences(child)
+
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.For, ast.comprehension)) and any(
+            isinstance(t, ast.Name) and t.id in listed for t in ast.walk(node.target)
+        ):
+            source = node.iter
+            if isinstance(source, ast.Call) and _name(source.func) in ("values", "items"):
+                source = source.func.value
+            if isinstance(source, ast.Name):
+                source = assigned.get(source.id)
+            if source is not None:
+                sentences(source)
     # a name a shown f-string prints, assigned strings in this cell: `where = "every micro-batch" if ... else "..."`
     printed = {
         v.value.id
@@ -339,7 +371,7 @@ def display_strings(source: str) -> list[tuple[int, int, int, int]]:
     }  # a name the code uses too (`torch.amp.GradScaler(amp_device)`) holds code, not text
     for node in ast.walk(tree):
         if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id in printed for t in node.targets):
-            if isinstance(node.value, (ast.Constant, ast.JoinedStr, ast.IfExp)):
+            if isinstance(node.value, (ast.Constant, ast.JoinedStr, ast.IfExp, ast.BoolOp)):
                 shown(node.value)
     # a string also written elsewhere in the cell is code (a key, a value compared): `if logging == "window sum"`
     shown_nodes = {id(n) for n in kept}
