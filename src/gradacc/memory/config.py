@@ -107,7 +107,13 @@ class StepConfig:
         """``mlp width 512 depth 4, adam, fp32, effective batch 4096`` (``, checkpointed``), in the learner's language
         (``gradacc.i18n``)."""
         return _label(
-            self.arch, self.width, self.depth, self.optimizer, self.precision, self.effective_batch_size, self.checkpoint
+            self.arch,
+            self.width,
+            self.depth,
+            self.optimizer,
+            self.precision,
+            self.effective_batch_size,
+            self.checkpoint,
         )
 
 
