@@ -30,6 +30,7 @@ Joining the segments of a document gives it back byte for byte; ``join`` with tr
 from __future__ import annotations
 
 import ast
+import functools
 import io
 import re
 import tokenize
@@ -245,6 +246,7 @@ def display_strings(source: str) -> list[tuple[int, int, int, int]]:
     except SyntaxError:
         return []
     lines = source.split("\n")
+    nodes = list(ast.walk(tree))  # walked once, read by every rule below
     spans: list[tuple[int, int, int, int]] = []
 
     def char(row: int, col: int) -> int:  # ast's columns count UTF-8 bytes
@@ -292,7 +294,7 @@ def display_strings(source: str) -> list[tuple[int, int, int, int]]:
             for child in ast.iter_child_nodes(node):
                 elements(child)
 
-    for node in ast.walk(tree):
+    for node in nodes:
         if isinstance(node, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             first = node.body[0] if node.body else None
             if (
@@ -317,7 +319,7 @@ def display_strings(source: str) -> list[tuple[int, int, int, int]]:
         elif isinstance(node, (ast.For, ast.comprehension)) and isinstance(node.iter, (ast.Tuple, ast.List, ast.Dict)):
             elements(node.iter)
     # a list a display call shows: the strings appended to it (`outcomes.append(f"window {k}: ...")`)
-    for node in ast.walk(tree):
+    for node in nodes:
         if (
             isinstance(node, ast.Call)
             and isinstance(node.func, ast.Attribute)
@@ -331,7 +333,7 @@ def display_strings(source: str) -> list[tuple[int, int, int, int]]:
     # (`for x, y, text, colour in boxes.values(): ax.text(x, y, text)`)
     assigned = {
         t.id: n.value
-        for n in ast.walk(tree)
+        for n in nodes
         if isinstance(n, ast.Assign) and isinstance(n.value, (ast.Dict, ast.List, ast.Tuple))
         for t in n.targets
         if isinstance(t, ast.Name)
@@ -346,7 +348,7 @@ def display_strings(source: str) -> list[tuple[int, int, int, int]]:
             for child in ast.iter_child_nodes(node):
                 sentences(child)
 
-    for node in ast.walk(tree):
+    for node in nodes:
         if isinstance(node, (ast.For, ast.comprehension)) and any(
             isinstance(t, ast.Name) and t.id in listed for t in ast.walk(node.target)
         ):
@@ -367,18 +369,16 @@ def display_strings(source: str) -> list[tuple[int, int, int, int]]:
     }
     inside = {id(x) for n in kept if isinstance(n, ast.JoinedStr) for x in ast.walk(n)}
     printed -= {
-        n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and id(n) not in inside
+        n.id for n in nodes if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and id(n) not in inside
     }  # a name the code uses too (`torch.amp.GradScaler(amp_device)`) holds code, not text
-    for node in ast.walk(tree):
+    for node in nodes:
         if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id in printed for t in node.targets):
             if isinstance(node.value, (ast.Constant, ast.JoinedStr, ast.IfExp, ast.BoolOp)):
                 shown(node.value)
     # a string also written elsewhere in the cell is code (a key, a value compared): `if logging == "window sum"`
     shown_nodes = {id(n) for n in kept}
     code_values = {
-        n.value
-        for n in ast.walk(tree)
-        if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in shown_nodes
+        n.value for n in nodes if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in shown_nodes
     }
     for node in kept:
         if not (isinstance(node, ast.Constant) and node.value in code_values):
@@ -473,10 +473,16 @@ def _string_items(source: str, offsets: list[int]) -> list[tuple[int, int, Segme
 def code_segments(source: str, language: str = "python", *, strings: bool = False) -> list[Segment]:
     """The segments of code: the code kept, and its comments as units (``language``: ``python`` or ``shell``);
     ``strings``: also the string literals the learner reads (a code cell's, not a fence's: ``display_strings``).
+    Cached: extraction, the build and the checks cut the same cells.
 
     Raises:
         ValueError: Python code that ``tokenize`` cannot read.
     """
+    return list(_code_segments(source, language, strings))
+
+
+@functools.lru_cache(maxsize=4096)
+def _code_segments(source: str, language: str, strings: bool) -> tuple[Segment, ...]:
     comments = [
         c
         for c in (_python_comments(source) if language == "python" else _shell_comments(source))
@@ -517,7 +523,7 @@ def code_segments(source: str, language: str = "python", *, strings: bool = Fals
         out.append(segment)
         pos = end
     _keep(out, source[pos:])
-    return out
+    return tuple(out)
 
 
 def join(segments: list[Segment], translate=None) -> str:
