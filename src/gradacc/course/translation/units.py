@@ -17,9 +17,9 @@
   name that only shown f-strings use (``where = "every micro-batch" if ... else "at the boundary"``), the strings
   appended to a list a display call shows, the sentences (two words) of a literal walked by a loop whose variable a
   display call shows (``for x, y, text, colour in boxes.values(): ax.text(x, y, text)``), a sentence passed to a
-  function whose result is shown
-  (``print(smallest_n_line("the T4 at its usable 14.75 GiB:", ...))``), and docstrings; but
-  not a string the cell also writes elsewhere (a key, a value compared: ``if logging == "window sum"``), which is code. The unit
+  function whose result is shown, or assigned to a name a display call shows
+  (``print(smallest_n_line("the T4 at its usable 14.75 GiB:", ...))``), and docstrings; but not a string the cell
+  also writes elsewhere (a key, a value compared: ``if logging == "window sum"``), nor one that reads as code. The unit
   is the literal's text between its quotes, as written (an f-string's ``{fields}`` and escapes like ``\\n`` are part
   of it and stay as they are); the prefix and quotes are kept. The edition's build puts the translated literal in the
   pt-BR code and translates the stored outputs it printed (``edition.LiteralTemplate``).
@@ -202,6 +202,8 @@ def _shell_comments(source: str) -> list[tuple[int, int, str]]:
 _PREFIX = re.compile(r"^([A-Za-z]*)(\"\"\"|\'\'\'|\"|\')")
 _PROSE = re.compile(r"[^\W\d_]{2,}[ :,;]+[^\W\d_]{2,}")
 """Two words in a row (a blank, colon, comma or semicolon between): a sentence, not an identifier or a key."""
+_CODE_LIKE = re.compile(r"[\w\]]\(|^\s*(raise|return|import|from|def|class|lambda)\b")
+"""A string that is code (``"raise NotImplementedError()"``): never a sentence, wherever it is passed."""
 _SKIPPED_CALLS = frozenset({"format", "join", "str", "repr"})
 """Calls inside a display call whose strings are still shown (``print(", ".join(...))``, ``"{} MiB".format(x)``)."""
 
@@ -265,7 +267,7 @@ def display_strings(source: str) -> list[tuple[int, int, int, int]]:
         if isinstance(node, ast.JoinedStr):
             add(node)
         elif isinstance(node, ast.Constant) and isinstance(node.value, str):
-            if not prose_only or _PROSE.search(node.value):
+            if not prose_only or (_PROSE.search(node.value) and not _CODE_LIKE.search(node.value)):
                 add(node)
         elif isinstance(node, ast.Name):
             listed.add(node.id)
@@ -359,6 +361,15 @@ def display_strings(source: str) -> list[tuple[int, int, int, int]]:
                 source = assigned.get(source.id)
             if source is not None:
                 sentences(source)
+    # a name a display call shows, made by a call: the sentences passed to it
+    # (`summary = fits_summary(peaks, 1, 32.0, "a 32 MiB budget")`, then `print(summary["text"])`)
+    for node in nodes:
+        if (
+            isinstance(node, ast.Assign)
+            and isinstance(node.value, ast.Call)
+            and any(isinstance(t, ast.Name) and t.id in listed for t in node.targets)
+        ):
+            shown(node.value, prose_only=True)
     # a name a shown f-string prints, assigned strings in this cell: `where = "every micro-batch" if ... else "..."`
     printed = {
         v.value.id
