@@ -1,4 +1,4 @@
-""""Check your understanding": a few questions at the end of each lesson's core path, answered in the notebook and on
+"""The "Check your understanding" questions: a few questions at the end of each lesson's core path, answered in the notebook and on
 the website without a server or network.
 
 Taught in every lesson (01-11), in its section "Check your understanding". A question is a multiple choice or a
@@ -51,7 +51,9 @@ RIGHT = N_("Right.")
 WRONG = N_("Not quite: {name}.")
 SEE = N_('The lesson that fixes it: {lesson}, section "{section}".')
 OTHER_NUMBER = N_("Not this number. Read the question again: which items, which division, how many times?")
-PLAIN = N_("Check your understanding: {count} questions. Run this cell in Jupyter, or read the lesson on the website, to answer them.")
+PLAIN = N_(
+    "Check your understanding: {count} questions. Run this cell in Jupyter, or read the lesson on the website, to answer them."
+)
 
 
 @dataclass(frozen=True)
@@ -113,7 +115,7 @@ def _feedback(option: Option, question: Question, say: Callable[[str], str]) -> 
     from ..misconceptions import lookup
 
     found = lookup(option.misconception)
-    where = say(SEE).format(lesson=found.lesson[len("lessons/"):].removesuffix(".ipynb"), section=say(found.section))
+    where = say(SEE).format(lesson=found.lesson[len("lessons/") :].removesuffix(".ipynb"), section=say(found.section))
     return " ".join((say(WRONG).format(name=say(found.name)), say(found.why), where))
 
 
