@@ -1,4 +1,4 @@
-"""Misconceptions that the questions in the lessons ask about ("Check your understanding", ``gradacc.course.quiz``)
+"""Misconceptions that the questions in the lessons ask about ("Check your understanding", `gradacc.course.quiz`)
 and that no exercise's check recognises: each a wrong option of a question, sent back to the section that fixes it."""
 
 from __future__ import annotations
@@ -8,10 +8,10 @@ from . import Misconception
 
 BACKWARD_REPLACES_GRAD = Misconception(
     id="backward-replaces-grad",
-    name=N_("backward() taken to replace .grad"),
+    name=N_("`backward()` taken to replace `.grad`"),
     why=N_(
-        "backward() adds the new gradient into .grad; it never replaces what is there, so after N micro-steps "
-        ".grad holds the sum of the N gradients. That is what accumulation relies on, and why zero_grad() runs "
+        "`backward()` adds the new gradient into `.grad`; it never replaces what is there, so after N micro-steps "
+        "`.grad` holds the sum of the N gradients. That is what accumulation relies on, and why `zero_grad()` runs "
         "once per window."
     ),
     lesson="lessons/01_theory.ipynb",
@@ -50,7 +50,7 @@ N_ALWAYS_LOWERS_PEAK = Misconception(
     name=N_("a larger N taken to lower the peak always"),
     why=N_(
         "N only lowers the peak when one micro-batch's activations hold it; when the peak sits in "
-        "optimizer.step() (a small effective batch with Adam), N changes nothing, and with SGD the gradient buffer "
+        "`optimizer.step()` (a small effective batch with Adam), N changes nothing, and with SGD the gradient buffer "
         "that N >= 2 keeps can even raise it. Measure where the peak sits before choosing N."
     ),
     lesson="lessons/03_memory.ipynb",
@@ -62,7 +62,7 @@ LIBRARY_SIZES_SHORT_WINDOW = Misconception(
     id="library-sizes-short-window",
     name=N_("the library taken to divide a short last window by its real size"),
     why=N_(
-        "Accelerate's accelerator.backward() and Lightning divide every micro-batch's loss by N, the last window "
+        "Accelerate's `accelerator.backward()` and Lightning divide every micro-batch's loss by N, the last window "
         "too, so a short window of k micro-batches gets k / N of a full update. Divide the summed loss by the "
         "window's real number of items yourself, or keep every window full."
     ),
@@ -75,10 +75,10 @@ TRAINER_ALWAYS_DIVIDES = Misconception(
     id="trainer-always-divides",
     name=N_("Trainer taken to divide every model's loss by N"),
     why=N_(
-        "Trainer skips its division by N when it decides that the model divides by num_items_in_batch itself "
-        "(in transformers 5, a forward() that takes **kwargs is enough); a model that then ignores the count "
+        "Trainer skips its division by N when it decides that the model divides by `num_items_in_batch` itself "
+        "(in transformers 5, a `forward()` that takes `**kwargs` is enough); a model that then ignores the count "
         "gets an N times too large loss and gradient. Compare with one big batch, and fix it with a "
-        "compute_loss_func."
+        "`compute_loss_func`."
     ),
     lesson="lessons/05_trainer.ipynb",
     section=N_("3. Batch 32 vs batch 8 x 4: loss, gradient norm, update"),
@@ -87,10 +87,10 @@ TRAINER_ALWAYS_DIVIDES = Misconception(
 
 APPLY_EVERY_ACCUMULATES = Misconception(
     id="apply-every-accumulates",
-    name=N_("optax.apply_every taken for gradient accumulation"),
+    name=N_("`optax.apply_every` taken for gradient accumulation"),
     why=N_(
-        "optax.apply_every(k) sums the updates that the optimizer before it in the chain makes on every call, so "
-        "SGD moves k times as far and Adam's count and moments advance on every micro-batch. optax.MultiSteps accumulates the "
+        "`optax.apply_every(k)` sums the updates that the optimizer before it in the chain makes on every call, so "
+        "SGD moves k times as far and Adam's count and moments advance on every micro-batch. `optax.MultiSteps` accumulates the "
         "gradients and steps the inner optimizer once per window."
     ),
     lesson="lessons/06_jax.ipynb",
@@ -100,10 +100,10 @@ APPLY_EVERY_ACCUMULATES = Misconception(
 
 LOOP_COMPILED_ONCE = Misconception(
     id="loop-compiled-once",
-    name=N_("a Python loop inside jit taken to compile one micro-step"),
+    name=N_("a Python loop inside `jit` taken to compile one micro-step"),
     why=N_(
-        "jit traces a Python for loop by running it, so the compiled program holds N copies of the micro-step and "
-        "grows, with its compile time, with N. jax.lax.scan compiles the micro-step once and runs it N times."
+        "`jit` traces a Python for loop by running it, so the compiled program holds N copies of the micro-step and "
+        "grows, with its compile time, with N. `jax.lax.scan` compiles the micro-step once and runs it N times."
     ),
     lesson="lessons/06_jax.ipynb",
     section=N_("3. The same accumulation with `jax.lax.scan`"),
@@ -115,8 +115,8 @@ WORLD_SIZE_FORGOTTEN = Misconception(
     name=N_("the ranks left out of the effective batch"),
     why=N_(
         "Each data-parallel rank runs its own micro-batches and DDP averages the ranks' gradients, so one "
-        "optimizer step sees micro_batch_size x accum_steps samples on every rank. The effective batch size is "
-        "micro_batch_size x accum_steps x world_size."
+        "optimizer step sees `micro_batch_size` x `accum_steps` samples on every rank. The effective batch size is "
+        "`micro_batch_size` x `accum_steps` x `world_size`."
     ),
     lesson="lessons/07_distributed.ipynb",
     section=N_("1. Two processes, one optimizer step"),
@@ -127,9 +127,9 @@ ACCUM_STEPS_FORGOTTEN = Misconception(
     id="accum-steps-forgotten",
     name=N_("the micro-steps left out of the effective batch"),
     why=N_(
-        "One optimizer step follows accum_steps micro-batches on each rank, and all their gradients are in it. "
-        "The effective batch size is micro_batch_size x accum_steps x world_size, not micro_batch_size x "
-        "world_size."
+        "One optimizer step follows `accum_steps` micro-batches on each rank, and all their gradients are in it. "
+        "The effective batch size is `micro_batch_size` x `accum_steps` x `world_size`, not `micro_batch_size` x "
+        "`world_size`."
     ),
     lesson="lessons/07_distributed.ipynb",
     section=N_("1. Two processes, one optimizer step"),
@@ -140,7 +140,7 @@ SYNC_EVERY_MICRO_STEP = Misconception(
     id="sync-every-micro-step",
     name=N_("DDP left to all-reduce on every micro-step"),
     why=N_(
-        "Without no_sync() DDP all-reduces the gradients in every backward(), N times per window, though only the "
+        "Without `no_sync()` DDP all-reduces the gradients in every `backward()`, N times per window, though only the "
         "window's sum is needed. The weights come out the same, but N - 1 of the N all-reduces are wasted."
     ),
     lesson="lessons/07_distributed.ipynb",
@@ -150,10 +150,10 @@ SYNC_EVERY_MICRO_STEP = Misconception(
 
 NO_SYNC_EVERY_MICRO_STEP = Misconception(
     id="no-sync-every-micro-step",
-    name=N_("no_sync() on every micro-step, the last one too"),
+    name=N_("`no_sync()` on every micro-step, the last one too"),
     why=N_(
         "If no micro-step of the window synchronizes, the gradients never cross the ranks, and each replica steps "
-        "with its own gradient: the replicas drift apart. Leave the window's last micro-step outside no_sync()."
+        "with its own gradient: the replicas drift apart. Leave the window's last micro-step outside `no_sync()`."
     ),
     lesson="lessons/07_distributed.ipynb",
     section=N_("2. `no_sync()`: one all-reduce per window"),
@@ -162,9 +162,9 @@ NO_SYNC_EVERY_MICRO_STEP = Misconception(
 
 NO_SYNC_BACKWARD_ONLY = Misconception(
     id="no-sync-backward-only",
-    name=N_("no_sync() around backward() alone"),
+    name=N_("`no_sync()` around `backward()` alone"),
     why=N_(
-        "DDP decides in its forward() whether the coming backward() will all-reduce, so a no_sync() entered after "
+        "DDP decides in its `forward()` whether the coming `backward()` will all-reduce, so a `no_sync()` entered after "
         "the forward pass skips nothing; the weights are right and only a count of all-reduces shows it. Put the "
         "forward and backward pass inside the context."
     ),
@@ -179,7 +179,7 @@ PER_RANK_MEAN = Misconception(
     why=N_(
         "DDP averages the ranks' gradients, so each rank's token mean gets the same weight whatever its number of "
         "tokens: a mean of per-rank means, which overweights the tokens of the rank with fewer. Divide each rank's "
-        "summed loss by the all-reduced token count, times world_size."
+        "summed loss by the all-reduced token count, times `world_size`."
     ),
     lesson="lessons/07_distributed.ipynb",
     section=N_("3. Token counts across ranks"),
@@ -188,11 +188,11 @@ PER_RANK_MEAN = Misconception(
 
 DDP_AVERAGE_FORGOTTEN = Misconception(
     id="ddp-average-forgotten",
-    name=N_("the global token count without world_size"),
+    name=N_("the global token count without `world_size`"),
     why=N_(
-        "DDP divides the sum of the ranks' gradients by world_size, so a loss divided by the global token count "
-        "alone gives world_size times too small a gradient. Multiply by world_size (or divide by the global count "
-        "/ world_size)."
+        "DDP divides the sum of the ranks' gradients by `world_size`, so a loss divided by the global token count "
+        "alone gives `world_size` times too small a gradient. Multiply by `world_size` (or divide by the global count "
+        "/ `world_size`)."
     ),
     lesson="lessons/07_distributed.ipynb",
     section=N_("3. Token counts across ranks"),
@@ -227,11 +227,11 @@ NEGATIVES_FROM_WHOLE_BATCH = Misconception(
 
 SUMMED_LOSSES_FREE = Misconception(
     id="summed-losses-free",
-    name=N_("summing the window's losses before one backward() taken to cost nothing"),
+    name=N_("summing the window's losses before one `backward()` taken to cost nothing"),
     why=N_(
-        "Each loss keeps its micro-batch's graph and saved activations until backward() runs, so summing N losses "
+        "Each loss keeps its micro-batch's graph and saved activations until `backward()` runs, so summing N losses "
         "first holds N graphs at once. The gradient is the same, but the memory is N times one micro-batch's: "
-        "call backward() on each micro-batch."
+        "call `backward()` on each micro-batch."
     ),
     lesson="lessons/08_pitfalls.ipynb",
     section=N_("4. Summing the losses: N graphs alive"),
@@ -244,7 +244,7 @@ NO_RNG_REPLAY = Misconception(
     why=N_(
         "GradCache computes the embeddings' gradient in a first pass and re-runs each chunk to back-propagate it; "
         "with dropout, a re-run that draws new masks differentiates another function. Restore each chunk's "
-        "random-number state before its re-run (sentence-transformers' RandContext)."
+        "random-number state before its re-run (sentence-transformers' `RandContext`)."
     ),
     lesson="lessons/08_pitfalls.ipynb",
     section=N_("3. Contrastive losses with in-batch negatives"),
@@ -279,11 +279,11 @@ BOUNDARY_ONE_MORE_SHARD = Misconception(
 
 COMPILE_WHOLE_MICRO_STEP = Misconception(
     id="compile-whole-micro-step",
-    name=N_("backward() and .item() inside the compiled micro-step"),
+    name=N_("`backward()` and `.item()` inside the compiled micro-step"),
     why=N_(
-        "torch.compile (torch 2.13) breaks the graph at a Python branch on a tensor's value, at Tensor.backward() "
-        "and at .item(), so a micro-step that holds them compiles into several graphs. Compile the forward pass and the "
-        "loss, and keep backward(), the finite check and the logging outside."
+        "`torch.compile` (torch 2.13) breaks the graph at a Python branch on a tensor's value, at `Tensor.backward()` "
+        "and at `.item()`, so a micro-step that holds them compiles into several graphs. Compile the forward pass and the "
+        "loss, and keep `backward()`, the finite check and the logging outside."
     ),
     lesson="lessons/09_at_scale.ipynb",
     section=N_("5. `torch.compile` and the micro-step"),
@@ -307,7 +307,7 @@ KERAS_APPLIES_SHORT_WINDOW = Misconception(
     id="keras-applies-short-window",
     name=N_("Keras taken to apply a short last window"),
     why=N_(
-        "Keras's optimizer(gradient_accumulation_steps=N) applies the accumulated gradient only on every N-th "
+        "Keras's `optimizer(gradient_accumulation_steps=N)` applies the accumulated gradient only on every N-th "
         "call, and never at the end of an epoch, so the micro-batches of a short last window are not applied. "
         "Make the number of micro-batches a multiple of N, or step the short window yourself."
     ),
@@ -321,7 +321,7 @@ AUTOCAST_AROUND_LOOP = Misconception(
     name=N_("one autocast context around the whole training loop"),
     why=N_(
         "Autocast caches the low-precision copy of each weight until its context exits, so a context that spans "
-        "optimizer.step() keeps computing with the weights of before the step. Enter autocast around each forward "
+        "`optimizer.step()` keeps computing with the weights of before the step. Enter autocast around each forward "
         "pass (or each window), never around the loop."
     ),
     lesson="lessons/11_parallel.ipynb",

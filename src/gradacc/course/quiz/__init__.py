@@ -23,6 +23,7 @@ Example:
 from __future__ import annotations
 
 import html
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -109,6 +110,14 @@ def all_questions() -> list[Question]:
     return QUESTIONS_0105 + QUESTIONS_0611
 
 
+def _as_html(text: str) -> str:
+    """``text`` as HTML: ``<``, ``>`` and ``&`` escaped, each code span (```x```) a ``<code>`` element."""
+    return _CODE_SPAN.sub(r"<code>\1</code>", html.escape(text, quote=False))
+
+
+_CODE_SPAN = re.compile(r"`([^`]+)`")
+
+
 def _feedback(option: Option, question: Question, say: Callable[[str], str]) -> str:
     if option.misconception is None:
         return f"{say(RIGHT)} {say(question.why)}"
@@ -127,7 +136,7 @@ def quiz_data(lesson: str, say: Callable[[str], str] | None = None) -> list[dict
         lang = language()
         say = lambda text: translate(text, lang)  # noqa: E731 - one word's translation
     said = say
-    say = lambda text: html.escape(said(text), quote=False)  # noqa: E731 - JupyterQuiz shows its texts as HTML
+    say = lambda text: _as_html(said(text))  # noqa: E731 - JupyterQuiz shows its texts as HTML
     data = []
     for q in questions(lesson):
         answers = [{"answer": say(o.text), "correct": o.misconception is None, "feedback": _feedback(o, q, say)}

@@ -30,11 +30,11 @@ LESSON_01 = [
         "after-n-backwards",
         N_(
             "Four micro-batches of 8 samples each. Each micro-batch's loss is the mean over its 8 samples, divided by "
-            "N = 4, then backward(). What does .grad hold after the fourth backward()?"
+            "N = 4, then `backward()`. What does `.grad` hold after the fourth `backward()`?"
         ),
         N_("The gradient of the mean loss over all 32 samples"),
         N_(
-            "backward() adds into .grad, and with equal micro-batches the mean of the 4 means is the mean over the "
+            "`backward()` adds into `.grad`, and with equal micro-batches the mean of the 4 means is the mean over the "
             "32 samples; the lesson measures a difference of about 1e-8 in float32."
         ),
         (N_("The gradient of the fourth micro-batch only"), "backward-replaces-grad"),
@@ -88,14 +88,14 @@ LESSON_02 = [
     choice(
         "02",
         "where-step",
-        N_("Where do optimizer.step() and optimizer.zero_grad() go in the accumulation loop?"),
-        N_("Both once per window, after the window's last backward()"),
+        N_("Where do `optimizer.step()` and `optimizer.zero_grad()` go in the accumulation loop?"),
+        N_("Both once per window, after the window's last `backward()`"),
         N_(
-            "The window's N backward() calls add their gradients into .grad; one step then uses their sum, and "
-            "zero_grad() empties .grad for the next window."
+            "The window's N `backward()` calls add their gradients into `.grad`; one step then uses their sum, and "
+            "`zero_grad()` empties `.grad` for the next window."
         ),
-        (N_("Both after every micro-batch's backward()"), "step-every-micro-batch"),
-        (N_("zero_grad() before every micro-batch, step() once per window"), "zero-grad-every-micro-step"),
+        (N_("Both after every micro-batch's `backward()`"), "step-every-micro-batch"),
+        (N_("`zero_grad()` before every micro-batch, `step()` once per window"), "zero-grad-every-micro-step"),
     ),
     number(
         "02",
@@ -104,7 +104,7 @@ LESSON_02 = [
         3,
         N_(
             "Two full windows of 4 and a short last window of 2 micro-batches: 3 windows, one step each. The lesson's "
-            "fixed loop makes 3 and leaves .grad empty after the epoch."
+            "fixed loop makes 3 and leaves `.grad` empty after the epoch."
         ),
         (2, "last-window-dropped"),
         (10, "step-every-micro-batch"),
@@ -130,7 +130,7 @@ LESSON_02 = [
         "scheduler",
         N_(
             "A learning-rate schedule is sized for 25 optimizer steps, and the epoch has 100 micro-batches at N = 4. "
-            "When should scheduler.step() run?"
+            "When should `scheduler.step()` run?"
         ),
         N_("Once per optimizer step: 25 times"),
         N_(
@@ -142,13 +142,13 @@ LESSON_02 = [
     choice(
         "02",
         "clipping",
-        N_("When should clip_grad_norm_ run?"),
-        N_("Once per window, after the last backward() and before step()"),
+        N_("When should `clip_grad_norm_` run?"),
+        N_("Once per window, after the last `backward()` and before `step()`"),
         N_(
             "Clipping bounds the norm of the gradient the optimizer uses, the window's sum; clipped at the boundary "
             "it equals the clipped full-batch gradient (cosine 1.0 in the lesson)."
         ),
-        (N_("After every micro-batch's backward()"), "clip-every-micro-step"),
+        (N_("After every micro-batch's `backward()`"), "clip-every-micro-step"),
     ),
 ]
 
@@ -184,7 +184,7 @@ LESSON_03 = [
         "03",
         "adam-small-batch",
         N_(
-            "A small effective batch (128) trained with Adam: the lesson's peak sits in optimizer.step(). What does "
+            "A small effective batch (128) trained with Adam: the lesson's peak sits in `optimizer.step()`. What does "
             "a larger N do to that peak?"
         ),
         N_("Nothing: the peak is Adam's step, which N does not touch"),
@@ -202,12 +202,12 @@ LESSON_04 = [
         "04",
         "divide-by-n",
         N_(
-            "Inside with accelerator.accumulate(model):, should you divide the loss by N before "
-            "accelerator.backward(loss)?"
+            "Inside `with accelerator.accumulate(model):`, should you divide the loss by N before "
+            "`accelerator.backward(loss)`?"
         ),
-        N_("No: accelerator.backward() divides by gradient_accumulation_steps already"),
+        N_("No: `accelerator.backward()` divides by `gradient_accumulation_steps` already"),
         N_(
-            "Accelerate divides the loss by N inside backward(); dividing it yourself too makes every update N times "
+            "Accelerate divides the loss by N inside `backward()`; dividing it yourself too makes every update N times "
             "too small."
         ),
         (N_("Yes, as in the plain loop"), "accelerate-divides-already"),
@@ -216,7 +216,7 @@ LESSON_04 = [
         "04",
         "scheduler-steps",
         N_(
-            "10 micro-steps with gradient_accumulation_steps = 4 and a prepared scheduler: how many times does the "
+            "10 micro-steps with `gradient_accumulation_steps = 4` and a prepared scheduler: how many times does the "
             "scheduler advance?"
         ),
         3,
@@ -237,7 +237,7 @@ LESSON_04 = [
         ),
         0.5,
         N_(
-            "accelerator.backward() divides every loss by N = 4, the short window's too, so its 2 micro-batches add "
+            "`accelerator.backward()` divides every loss by N = 4, the short window's too, so its 2 micro-batches add "
             "up to 2/4 of the window's mean gradient."
         ),
         (1, "library-sizes-short-window"),
@@ -246,9 +246,9 @@ LESSON_04 = [
     choice(
         "04",
         "clip",
-        N_("When should the Accelerate loop call accelerator.clip_grad_norm_?"),
-        N_("Only when accelerator.sync_gradients is True: once per window"),
-        N_("sync_gradients is True at the window's last micro-step, when .grad holds the whole window's gradient."),
+        N_("When should the Accelerate loop call `accelerator.clip_grad_norm_`?"),
+        N_("Only when `accelerator.sync_gradients` is True: once per window"),
+        N_("`sync_gradients` is True at the window's last micro-step, when `.grad` holds the whole window's gradient."),
         (N_("On every micro-step"), "clip-every-micro-step"),
     ),
 ]
@@ -258,12 +258,12 @@ LESSON_05 = [
         "05",
         "bert-ratio",
         N_(
-            "The lesson's BertForSequenceClassification on transformers 5, batch 8 with gradient_accumulation_steps = "
-            "4 against one batch of 32: how many times larger is the accumulated update?"
+            "The lesson's `BertForSequenceClassification` on transformers 5, batch 8 with "
+            "`gradient_accumulation_steps=4` against one batch of 32: how many times larger is the accumulated update?"
         ),
         4,
         N_(
-            "Trainer decided the model divides by num_items_in_batch (its forward takes **kwargs) and skipped its "
+            "Trainer decided the model divides by `num_items_in_batch` (its forward takes `**kwargs`) and skipped its "
             "own division by N; the model ignores the count, so the update is 4.000x."
         ),
         (1, "trainer-always-divides"),
@@ -274,16 +274,16 @@ LESSON_05 = [
         "05",
         "right-fix",
         N_("Which fix gives one big batch's gradient also when the micro-batches hold different numbers of items?"),
-        N_("A compute_loss_func that returns the summed loss / num_items_in_batch"),
+        N_("A `compute_loss_func` that returns the summed loss / `num_items_in_batch`"),
         N_(
-            "num_items_in_batch is the window's item count, so every item weighs 1 / (the window's items) whatever "
+            "`num_items_in_batch` is the window's item count, so every item weighs 1 / (the window's items) whatever "
             "the micro-batch sizes."
         ),
         (
-            N_("model.accepts_loss_kwargs = False, so that Trainer divides each micro-batch's mean by N"),
+            N_("`model.accepts_loss_kwargs = False`, so that Trainer divides each micro-batch's mean by N"),
             "mean-of-means",
         ),
-        (N_("A compute_loss_func that returns the summed loss / num_items_in_batch / N"), "divided-twice"),
+        (N_("A `compute_loss_func` that returns the summed loss / `num_items_in_batch` / N"), "divided-twice"),
     ),
     number(
         "05",
