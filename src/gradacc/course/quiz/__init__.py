@@ -27,6 +27,8 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import nbformat
+
 from ...i18n import N_, language, translate
 
 __all__ = [
@@ -219,6 +221,6 @@ def translate_outputs(outputs: list, say: Callable[[str], str]) -> list:
         lesson = out.get("metadata", {}).get(QUIZ_KEY)
         if out.get("output_type") == "display_data" and lesson:
             data, _ = _bundle(lesson, say)
-            out = {**out, "data": data}
+            out = nbformat.from_dict({**out, "data": data})
         made.append(out)
     return made
