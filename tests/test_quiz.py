@@ -24,7 +24,7 @@ from conftest import ROOT
 
 from gradacc.course.misconceptions import catalogue
 from gradacc.course.notebooks import core_path_cells
-from gradacc.course.quiz import QUIZ_KEY, _bundle, all_questions, questions, quiz_data
+from gradacc.course.quiz import QUIZ_KEY, all_questions, questions, quiz_bundle, quiz_data
 from gradacc.i18n import translate
 
 LESSONS = {p.name[:2]: p for p in sorted((ROOT / "lessons").glob("*.ipynb"))}
@@ -371,14 +371,14 @@ def test_the_lesson_stores_the_current_quiz_in_its_core_path_before_you_can_now(
     nb = _notebook(lesson)
     (cell,) = _quiz_cells(lesson)
     assert cell.source == f'from gradacc.course.quiz import show_quiz\n\nshow_quiz("{lesson}")'
-    data, metadata = _bundle(lesson, lambda t: t)
+    data, metadata = quiz_bundle(lesson, lambda t: t, "en")
     assert [dict(o) for o in cell.outputs] == [{"output_type": "display_data", "data": data, "metadata": metadata}]
     assert any(c.get("id") == cell.id for c in core_path_cells(nb))
     at = [c.get("id") for c in nb.cells].index(cell.id)
     assert nb.cells[at - 1].source.startswith("## Check your understanding")
     assert nb.cells[at + 1].source.startswith("## You can now")
     html = data["text/html"]
-    assert f'id="gradaccQuiz{lesson}"' in html and "<script>" in html
+    assert f'id="gradaccQuiz{lesson}en"' in html and "<script>" in html
     assert _stored_questions(html, lesson) == quiz_data(lesson, lambda t: t)
 
 
@@ -386,14 +386,14 @@ def test_the_quiz_loads_nothing_from_a_network_unless_a_page_has_mathjax_3_witho
     """JupyterQuiz 2.9.6.4's one address: ``show_questions.js`` loads MathJax 3 from jsdelivr only where the page
     defines a ``MathJax`` whose version is 3 and that has no ``typeset`` (the site's MathJax has it; JupyterLab 4
     defines none: tests/test_browser.py blocks every outside request and asserts none was made)."""
-    html = _bundle("01", lambda t: t)[0]["text/html"]
+    html = quiz_bundle("01", lambda t: t, "en")[0]["text/html"]
     urls = set(re.findall(r"https?://[^'\"\s)]+", html))
     assert urls == {"https://cdn.jsdelivr.net/npm/mathjax@3/es5/tex-svg.js"}, urls
     assert html.count("MathJax.hasOwnProperty('typeset')") == 2
 
 
 def _stored_questions(html: str, lesson: str) -> list[dict]:
-    found = re.search(rf"var questionsgradaccQuiz{lesson}=(.*?);\n\nif \(typeof Question", html, re.S)
+    found = re.search(rf"var questionsgradaccQuiz{lesson}(?:en|pt_BR)=(.*?);\n\nif \(typeof Question", html, re.S)
     return json.loads(found.group(1))
 
 

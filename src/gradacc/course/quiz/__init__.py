@@ -37,6 +37,7 @@ __all__ = [
     "all_questions",
     "QUIZ_MIME",
     "questions",
+    "quiz_bundle",
     "quiz_data",
     "quiz_html",
     "show_quiz",
@@ -154,10 +155,12 @@ def quiz_data(lesson: str, say: Callable[[str], str] | None = None) -> list[dict
     return data
 
 
-def quiz_html(lesson: str, say: Callable[[str], str] | None = None) -> str:
+def quiz_html(lesson: str, say: Callable[[str], str] | None = None, lang: str | None = None) -> str:
     """One self-contained HTML fragment: JupyterQuiz's container, its styles and its script with the questions of
-    ``lesson`` (``quiz_data``) in it; the container's id is ``gradaccQuiz<lesson>``, so the same questions give the same
-    bytes.
+    ``lesson`` (``quiz_data``) in it, said by ``say`` in ``lang`` (default: the learner's language, both). The
+    container's id is ``gradaccQuiz<lesson><lang>`` (``gradaccQuiz03en``): the same questions give the same bytes, and
+    a lesson's two editions open side by side in JupyterLab keep a quiz each (JupyterQuiz finds its container by id:
+    the same lesson's quiz shown twice in one language, in one page, fills the first container twice).
 
     Raises:
         RuntimeError: the installed JupyterQuiz no longer has the English label this replaces (another version than
@@ -166,10 +169,10 @@ def quiz_html(lesson: str, say: Callable[[str], str] | None = None) -> str:
     from jupyterquiz.dynamic.loader import load_questions_script
     from jupyterquiz.dynamic.renderer import build_script, build_styles, render_div
 
+    lang = lang or language()
     if say is None:
-        lang = language()
         say = lambda text: translate(text, lang)  # noqa: E731
-    div_id = f"gradaccQuiz{lesson}"
+    div_id = f"gradaccQuiz{lesson}{lang}"
     prefix, static, url = load_questions_script(quiz_data(lesson, say), div_id)
     script = build_script(prefix, static, url, div_id, True)
     if JQ_NUMERIC_LABEL not in script:
@@ -198,9 +201,10 @@ _COLORS = {
 }
 
 
-def _bundle(lesson: str, say: Callable[[str], str]) -> tuple[dict, dict]:
+def quiz_bundle(lesson: str, say: Callable[[str], str], lang: str) -> tuple[dict, dict]:
+    """What ``show_quiz`` displays, said by ``say`` in ``lang``: ``(data, metadata)`` of one ``display_data``."""
     plain = say(PLAIN).format(count=len(questions(lesson)))
-    return {QUIZ_MIME: quiz_html(lesson, say), "text/plain": plain}, {QUIZ_KEY: lesson}
+    return {QUIZ_MIME: quiz_html(lesson, say, lang), "text/plain": plain}, {QUIZ_KEY: lesson}
 
 
 def show_quiz(lesson: str) -> None:
@@ -209,18 +213,18 @@ def show_quiz(lesson: str) -> None:
     from IPython.display import display
 
     lang = language()
-    data, metadata = _bundle(lesson, lambda text: translate(text, lang))
+    data, metadata = quiz_bundle(lesson, lambda text: translate(text, lang), lang)
     display(data, raw=True, metadata=metadata)
 
 
-def translate_outputs(outputs: list, say: Callable[[str], str]) -> list:
+def translate_outputs(outputs: list, say: Callable[[str], str], lang: str) -> list:
     """A code cell's outputs with every quiz output (its metadata names a lesson) made again with ``say`` (the
-    edition's catalog), the others unchanged: the pt-BR notebook stores the Portuguese quiz its own run would show."""
+    edition's catalog) in ``lang``, the others unchanged: the pt-BR notebook stores the Portuguese quiz its own run would show."""
     made = []
     for out in outputs:
         lesson = out.get("metadata", {}).get(QUIZ_KEY)
         if out.get("output_type") == "display_data" and lesson:
-            data, _ = _bundle(lesson, say)
+            data, _ = quiz_bundle(lesson, say, lang)
             out = nbformat.from_dict({**out, "data": data})
         made.append(out)
     return made

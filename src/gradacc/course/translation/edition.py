@@ -283,7 +283,7 @@ class Edition:
                 cell.source = self.code(source, cell.source, cell.id)
                 if not setup_done and _GRADACC_IMPORT.search(cell.source):
                     cell.source, setup_done = SETUP_CODE + cell.source, True
-                cell.outputs = quiz.translate_outputs(self.messages.translate_outputs(cell.outputs), self.say)
+                cell.outputs = quiz.translate_outputs(self.messages.translate_outputs(cell.outputs), self.say, LANGUAGE)
         if not setup_done:
             raise ValueError(f"{source}: no code cell imports gradacc, so none can set the language (SETUP_CODE)")
         nb.metadata.setdefault("gradacc", {})["language"] = LANGUAGE
