@@ -452,6 +452,54 @@ def _model_switch(variable: str):
     return then
 
 
+def _quiz_option(key: str, misconception: str, lang: str) -> tuple[str, str]:
+    """Lesson 03's question ``key``: the wrong option (its text or value) that stands for ``misconception``, and what
+    choosing it must show (the misconception's name and why), in ``lang``."""
+    from gradacc.course.misconceptions import lookup
+    from gradacc.course.quiz import questions
+    from gradacc.i18n import translate
+
+    (question,) = [q for q in questions("03") if q.id == key]
+    (option,) = [o for o in question.options if o.misconception == misconception]
+    found = lookup(misconception)
+    shown = option.text if question.digits is None else f"{option.value:g}"
+    return translate(shown, lang), f"{translate(found.name, lang)}. {translate(found.why, lang)}".replace("`", "")
+
+
+def _quiz(page, widget, run_code) -> dict:
+    """Issue 53: lesson 03's "Check your understanding" in the page, shown by ``show_quiz`` as the lesson's cell
+    does, in English and in Portuguese (``set_language``, as the pt-BR notebook's setup cell): choosing a wrong
+    option and typing a wrong number each show that misconception's explanation."""
+    out = {"mathjax": page.evaluate("() => typeof window.MathJax")}
+    for lang in ("en", "pt_BR"):
+        run_code(f'from gradacc.course.quiz import show_quiz; from gradacc.i18n import set_language; '
+                 f'set_language("{lang}"); show_quiz("03"); set_language(None)')  # fmt: skip
+        box = page.locator(f"#gradaccQuiz03{lang}")
+        box.locator("label.MCButton").first.wait_for(timeout=60_000)
+        choice, choice_says = _quiz_option("what-n-divides", "peak-divided-by-n", lang)
+        box.locator("label.MCButton", has_text=choice).click()
+        shown = box.locator(".Feedback.incorrect").first.inner_text()
+        number, number_says = _quiz_option("saved-activations", "whole-batch-activations", lang)
+        field = box.locator("input.Input-text").first
+        field.fill(number)
+        field.press("Enter")
+        typed = field.evaluate("e => document.getElementById('fb' + e.id.split('-')[0]).innerText")
+        box.scroll_into_view_if_needed()
+        box.screenshot(path=ARTIFACTS / f"browser-03_memory-quiz-{lang}.png")
+        out[f"quiz_{lang}"] = {"questions": box.locator(".Quiz").count(), "choice": shown, "choice_says": choice_says,
+                               "number": typed, "number_says": number_says}  # fmt: skip
+    return out
+
+
+def _both(*steps):
+    """``then`` callbacks run one after the other, their results merged."""
+
+    def then(page, widget, run_code) -> dict:
+        return {k: v for step in steps for k, v in step(page, widget, run_code).items()}
+
+    return then
+
+
 @pytest.mark.slow
 def test_memory_explorer_in_jupyterlab(tmp_path: Path):
     """Lesson 03 in JupyterLab in headless Chromium: run the cells up to the memory explorer, move the
@@ -474,7 +522,7 @@ def test_memory_explorer_in_jupyterlab(tmp_path: Path):
         moves=3,
         # the kernel's share of the last redraw (MemoryExplorer.last_redraw_s: sentence, figure, PNG, display)
         kernel_probe=f"print(round({explorer_variable(LESSON)}.last_redraw_s * 1000, 1))",
-        then=_model_switch(explorer_variable(LESSON)),
+        then=_both(_model_switch(explorer_variable(LESSON)), _quiz),
         tmp=tmp_path,
         name="03_memory",
     )
@@ -521,6 +569,13 @@ def test_memory_explorer_in_jupyterlab(tmp_path: Path):
     assert "mlp width 512 depth 4" in back["title"] and back["status"] == "" and back["timeline_images"] == 1
     # the venv's JupyterLab has the course's settings: no "get notified about Jupyter news?" popup (issue 45, 17)
     assert result["fetch_news"] == "false", result["fetch_news"]
+    # issue 53: the lesson's questions answer in the page, in both languages, and fetch nothing (no MathJax from a CDN)
+    for lang in ("en", "pt_BR"):
+        quiz = result[f"quiz_{lang}"]
+        assert quiz["questions"] == 3 and quiz["choice_says"] in quiz["choice"], quiz
+        assert quiz["number_says"] in quiz["number"], quiz
+    assert result["quiz_pt_BR"]["choice"].startswith("Não exatamente: ")
+    assert result["mathjax"] == "undefined" and not [u for u in result["blocked"] if "mathjax" in u.lower()]
 
 
 def save_notebook(page, panel, name: str) -> None:
