@@ -1,19 +1,21 @@
-"""The "Check your understanding" questions: a few questions at the end of each lesson's core path, answered in the notebook and on
-the website without a server or network.
+"""The "Check your understanding" questions at the end of each lesson's core path, answered in the notebook and on the
+website without a server or network.
 
 Taught in every lesson (01-11), in its section "Check your understanding". A question is a multiple choice or a
 number (``Question``); every wrong option names a misconception of the catalogue (``gradacc.course.misconceptions``)
 and choosing it shows that misconception's name, why it is wrong and the lesson section that fixes it; the right
-option shows why it is right. The questions of every lesson live in this package (``bank``), in English, with their
-words marked for the catalog (``N_``): the pt-BR edition asks them in Portuguese.
+option shows why it is right. The questions of every lesson live in this package (``bank``, ``bank_scale``), in
+English, with their words marked for the catalog (``N_``): the pt-BR edition asks them in Portuguese.
 
 The quiz is drawn by JupyterQuiz (``jupyterquiz`` 2.9.6.4, pinned in requirements.txt: its question format, its
-JavaScript and its styles), as ONE ``text/html`` output that holds the questions, the styles and the script (no
-request at run time, no CDN): JupyterLab runs the script of an output the kernel just made, Colab runs an output's
-scripts in its output frame, and the website (Jupyter Book) puts the stored output into the page. Unlike
-``jupyterquiz.display_quiz`` the output is the same on every run (the container's id is the lesson's, not 12 random
-letters, so a re-executed lesson changes nothing in git), and the edition's output is made from the same questions
-in Portuguese (``translate_outputs``).
+JavaScript and its styles), as ONE ``text/html`` output that holds the questions, the styles and the script:
+JupyterLab runs the script of an output the kernel just made, Colab runs an output's scripts in its output frame,
+and the website (Jupyter Book) puts the stored output into the page. Three changes to what
+``jupyterquiz.display_quiz`` shows: the output is the same on every run (the container's id is the lesson's and the
+language's, not 12 random letters, so a re-executed lesson changes nothing in git); its one English label is said
+in the learner's language; and its MathJax loader, which fetches MathJax from cdn.jsdelivr.net in JupyterLab 4, is
+removed (the questions hold no math): nothing is requested at run time. The edition's output is made from the same
+questions in Portuguese (``translate_outputs``).
 
 Example:
     >>> from gradacc.course.quiz import show_quiz
@@ -51,6 +53,15 @@ JQ_NUMERIC_LABEL = "Type numeric answer here:"
 """JupyterQuiz 2.9.6.4's one English word in its script that a question's data cannot replace (``js/numeric.js``,
 ``make_numeric``): ``quiz_html`` replaces it with ``NUMERIC_LABEL`` in the learner's language, and fails if it is gone."""
 NUMERIC_LABEL = N_("Type a number and press Enter:")
+_CDN_MATHJAX = re.compile(
+    r"else \{\s*console\.log\('WARNING: Trying to force load MathJax 3'\);.*?document\.head\.appendChild\(script\);"
+    r"\s*\}\)\(\);\s*\}",
+    re.S,
+)
+"""JupyterQuiz 2.9.6.4's ``show_questions.js`` (twice): where the page defines a MathJax 3 without ``typeset`` (JupyterLab
+4.6 does), it replaces ``window.MathJax`` and loads MathJax from cdn.jsdelivr.net. ``quiz_html`` removes both: the
+questions hold no math, and nothing is fetched (tests/test_browser.py asserts it in JupyterLab)."""
+_NO_CDN = "else { /* gradacc: no MathJax from a CDN (the questions hold no math) */ }"
 RIGHT = N_("Right.")
 WRONG = N_("Not quite: {name}.")
 SEE = N_('The lesson that fixes it: {lesson}, section "{section}".')
@@ -177,6 +188,9 @@ def quiz_html(lesson: str, say: Callable[[str], str] | None = None, lang: str | 
     script = build_script(prefix, static, url, div_id, True)
     if JQ_NUMERIC_LABEL not in script:
         raise RuntimeError(f"JupyterQuiz's script has no {JQ_NUMERIC_LABEL!r} to translate: not version 2.9.6.4?")
+    script, loaders = _CDN_MATHJAX.subn(_NO_CDN, script)
+    if loaders != 2 or "cdn.jsdelivr" in script:
+        raise RuntimeError(f"JupyterQuiz's script loads MathJax from a CDN {loaders} time(s), not twice: not 2.9.6.4?")
     script = script.replace(JQ_NUMERIC_LABEL, say(NUMERIC_LABEL).replace('"', "&quot;"))
     container = render_div(div_id, False, True, False, 1_000_000, 700, 10, "left") + "</div>"
     return f"{container}\n{build_styles(div_id, _COLORS)}\n<script>\n{script}\n</script>\n"
