@@ -94,3 +94,16 @@ ACCELERATE_DIVIDES_ALREADY = Misconception(
     section=N_("1. The lesson-02 loop, rewritten for Accelerate"),
     cell="accelerate-05",
 )
+
+FULL_MICRO_BATCH_DIVISOR = Misconception(
+    id="full-micro-batch-divisor",
+    name=N_("every micro-batch counted as full"),
+    why=N_(
+        "The last micro-batch of an epoch can be smaller than the others, so the number of micro-batches times the "
+        "first one's size counts too many items for a window that holds it. Count the labels of every micro-batch "
+        "of the window."
+    ),
+    lesson="lessons/02_pytorch.ipynb",
+    section=N_("2. Flaw (a): the last window"),
+    cell="pytorch-09",
+)
