@@ -244,7 +244,7 @@ def test_the_share_of_the_corpus_each_check_names():
     print("corpus mistakes named per check:", shares)
     named = sum(m.misconception is not None for m in MISTAKES)
     print(f"in all: {named} of {len(MISTAKES)} corpus mistakes get a misconception's hint")
-    assert named >= len(MISTAKES) // 3
+    assert named >= len(MISTAKES) // 4
 
 
 @functools.cache

@@ -317,6 +317,7 @@ def window_plan(
 
 
 # %% 11.2 the lesson's loop unchanged: one autocast context around every window (stale bfloat16 weights)
+# misconception: autocast-around-the-loop
 def train_bf16(model, optimizer, windows):
     with torch.autocast("cpu", dtype=torch.bfloat16):
         for window in windows:
@@ -329,6 +330,7 @@ def train_bf16(model, optimizer, windows):
 
 
 # %% 11.2 autocast per forward, but each micro-batch's mean loss (divided by its own size, not the window's)
+# misconception: mean-of-means
 def train_bf16(model, optimizer, windows):
     for window in windows:
         for inputs, labels in window:
@@ -340,6 +342,7 @@ def train_bf16(model, optimizer, windows):
 
 
 # %% 11.2 autocast per forward, but an optimizer step after every micro-batch
+# misconception: step-every-micro-batch
 def train_bf16(model, optimizer, windows):
     for window in windows:
         items = sum(len(labels) for _, labels in window)

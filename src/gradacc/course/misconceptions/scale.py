@@ -1,0 +1,110 @@
+"""Misconceptions about memory, ranks, BatchNorm and the libraries' own division (lessons 03, 07, 08, 10)."""
+
+from __future__ import annotations
+
+from ...i18n import N_
+from . import Misconception
+
+WHOLE_BATCH_ACTIVATIONS = Misconception(
+    id="whole-batch-activations",
+    name=N_("the whole effective batch's activations kept at once"),
+    why=N_(
+        "With accumulation, a micro-batch's activations are freed by its backward pass before the next micro-batch "
+        "runs, so the activations alive at once are those of effective_batch_size / N samples. That is why "
+        "activation memory falls as 1/N while the parameters, gradients and optimizer state stay."
+    ),
+    lesson="lessons/03_memory.ipynb",
+    section=N_("2. Memory against N: activations shrink as 1/N"),
+    cell="memory-09",
+)
+
+RANK_OWN_TOKENS = Misconception(
+    id="rank-own-tokens",
+    name=N_("each rank divides by its own tokens"),
+    why=N_(
+        "Each rank's mean over its own tokens, averaged by DDP, weighs the ranks equally, so a token on a rank with "
+        "fewer tokens counts more. Divide each rank's summed loss by the tokens of all ranks (an all-reduced count) "
+        "and multiply by the world size to undo DDP's average."
+    ),
+    lesson="lessons/07_distributed.ipynb",
+    section=N_("3. Token counts across ranks"),
+    cell="l07-s3",
+)
+
+DDP_AVERAGE_FORGOTTEN = Misconception(
+    id="ddp-average-forgotten",
+    name=N_("DDP's average over the ranks forgotten"),
+    why=N_(
+        "DDP averages the gradients over the ranks, which divides them by the world size once more. A loss already "
+        "divided by the tokens of all ranks must be multiplied by the world size, or every update is world_size "
+        "times too small."
+    ),
+    lesson="lessons/07_distributed.ipynb",
+    section=N_("3. Token counts across ranks"),
+    cell="l07-s3",
+)
+
+BIASED_RUNNING_VAR = Misconception(
+    id="biased-running-var",
+    name=N_("BatchNorm's running variance updated with the biased variance"),
+    why=N_(
+        "BatchNorm normalises a batch with its biased variance (divided by n), but it updates running_var with the "
+        "unbiased one (divided by n - 1). The biased one makes running_var too small, the more so the smaller the "
+        "micro-batch."
+    ),
+    lesson="lessons/08_pitfalls.ipynb",
+    section=N_("1. BatchNorm"),
+    cell="l08-s1",
+)
+
+WINDOW_STATISTICS = Misconception(
+    id="window-statistics",
+    name=N_("BatchNorm taken to see the whole window as one batch"),
+    why=N_(
+        "Under accumulation BatchNorm sees each micro-batch alone: it updates its running statistics once per "
+        "micro-batch, with that micro-batch's mean and variance. Accumulating gradients does not accumulate "
+        "BatchNorm's statistics."
+    ),
+    lesson="lessons/08_pitfalls.ipynb",
+    section=N_("1. BatchNorm"),
+    cell="l08-s1",
+)
+
+LIBRARY_DIVISION_FORGOTTEN = Misconception(
+    id="library-division-forgotten",
+    name=N_("a library's own division forgotten"),
+    why=N_(
+        "Accelerate, Lightning and Keras divide each micro-batch's loss by N, and Trainer by the window's number of "
+        "micro-batches, before the gradients add up. A loss already divided by the window's items is then divided "
+        "again: ask who divides, and by what, before dividing yourself."
+    ),
+    lesson="lessons/10_stacks.ipynb",
+    section=N_("1. Three questions for any stack"),
+    cell="l10-s1",
+)
+
+SUM_TREATED_AS_MEAN = Misconception(
+    id="sum-treated-as-mean",
+    name=N_("a summed loss treated as a mean"),
+    why=N_(
+        "A mean loss is already divided by its micro-batch's items and a summed loss is not, so weighting them by "
+        "their share of the window needs different factors: n_k / items for a mean, 1 / items for a sum. Read the "
+        "loss's reduction before choosing the factor."
+    ),
+    lesson="lessons/01_theory.ipynb",
+    section=N_("4. Mean or sum: what each reduction needs"),
+    cell="theory-19",
+)
+
+AUTOCAST_AROUND_THE_LOOP = Misconception(
+    id="autocast-around-the-loop",
+    name=N_("one autocast context around the optimizer steps"),
+    why=N_(
+        "Inside one autocast context, PyTorch caches the low-precision copy of each weight it casts and reuses it "
+        "until the context exits, so after optimizer.step() the forward passes still use the old weights. Enter "
+        "autocast around each forward pass (or leave it before every optimizer step)."
+    ),
+    lesson="lessons/11_parallel.ipynb",
+    section=N_("3. One autocast context around the loop: stale weights"),
+    cell="l11-s3",
+)
