@@ -12,7 +12,7 @@ STEP_EVERY_MICRO_BATCH = Misconception(
     why=N_(
         "Stepping after each micro-batch makes N small updates, each from one micro-batch's gradient, instead of "
         "one update from the whole window: that is training with the small batch, not accumulation. Call "
-        "optimizer.step() once, after the window's last backward()."
+        "`optimizer.step()` once, after the window's last backward()."
     ),
     lesson="lessons/02_pytorch.ipynb",
     section=N_("1. The plain loop"),
@@ -25,7 +25,7 @@ ZERO_GRAD_EVERY_MICRO_STEP = Misconception(
     why=N_(
         "Accumulation relies on backward() adding into .grad, so zeroing it before each micro-batch throws away "
         "the gradient of every micro-batch but the last. Zero the gradients once per window, after "
-        "optimizer.step()."
+        "`optimizer.step()`."
     ),
     lesson="lessons/02_pytorch.ipynb",
     section=N_("1. The plain loop"),
