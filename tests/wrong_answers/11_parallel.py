@@ -23,6 +23,7 @@ def window_plan(
 
 
 # %% 11.1 the global item count, but DDP's average over the ranks forgotten (no x W)
+# misconception: ddp-average-forgotten
 def count_items(micro_batches, shifts_labels):
     return [int((b["labels"][..., 1:] if shifts_labels else b["labels"]).ne(-100).sum()) for b in micro_batches]
 
@@ -42,6 +43,7 @@ def window_plan(
 
 
 # %% 11.1 the hand-written loop's habit: loss / (M x A) whatever scale_grads does (divided twice by default)
+# misconception: schedule-divides-already
 def count_items(micro_batches, shifts_labels):
     return [int((b["labels"][..., 1:] if shifts_labels else b["labels"]).ne(-100).sum()) for b in micro_batches]
 
@@ -57,6 +59,7 @@ def window_plan(
 
 
 # %% 11.1 the schedule divides by M, so the loss only by the step() calls (torchtitan's bug: a moving average)
+# misconception: scale-grads-divides-all
 def count_items(micro_batches, shifts_labels):
     return [int((b["labels"][..., 1:] if shifts_labels else b["labels"]).ne(-100).sum()) for b in micro_batches]
 
@@ -73,6 +76,7 @@ def window_plan(
 
 
 # %% 11.1 the effective batch of one rank (the data-parallel ranks forgotten)
+# misconception: one-rank-effective-batch
 def count_items(micro_batches, shifts_labels):
     return [int((b["labels"][..., 1:] if shifts_labels else b["labels"]).ne(-100).sum()) for b in micro_batches]
 
@@ -93,6 +97,7 @@ def window_plan(
 
 
 # %% 11.1 divided by the world size too (DDP already averages the ranks)
+# misconception: ddp-divides-already
 def count_items(micro_batches, shifts_labels):
     return [int((b["labels"][..., 1:] if shifts_labels else b["labels"]).ne(-100).sum()) for b in micro_batches]
 
@@ -109,6 +114,7 @@ def window_plan(
 
 
 # %% 11.1 a summed loss treated like a mean (the micro-batch's samples not divided out)
+# misconception: sum-treated-as-mean
 def count_items(micro_batches, shifts_labels):
     return [int((b["labels"][..., 1:] if shifts_labels else b["labels"]).ne(-100).sum()) for b in micro_batches]
 
@@ -124,6 +130,7 @@ def window_plan(
 
 
 # %% 11.1 a mean token loss taken as exact (each micro-batch's mean, / M x A, equal_items ignored)
+# misconception: mean-of-means
 def count_items(micro_batches, shifts_labels):
     return [int((b["labels"][..., 1:] if shifts_labels else b["labels"]).ne(-100).sum()) for b in micro_batches]
 
@@ -162,6 +169,7 @@ def window_plan(
 
 
 # %% 11.1 a summed loss taken to survive scale_grads=True with A >= 2 (each step() divides ALL of .grad again)
+# misconception: scale-grads-divides-all
 def count_items(micro_batches, shifts_labels):
     return [int((b["labels"][..., 1:] if shifts_labels else b["labels"]).ne(-100).sum()) for b in micro_batches]
 

@@ -108,3 +108,55 @@ AUTOCAST_AROUND_THE_LOOP = Misconception(
     section=N_("3. One autocast context around the loop: stale weights"),
     cell="l11-s3",
 )
+
+ONE_RANK_EFFECTIVE_BATCH = Misconception(
+    id="one-rank-effective-batch",
+    name=N_("the effective batch of one rank"),
+    why=N_(
+        "Under data parallelism every rank runs its own micro-batches, and one optimizer step averages all of "
+        "them, so the effective batch is micro_batch_size x N x world_size. Leaving out the ranks makes it "
+        "world_size times too small."
+    ),
+    lesson="lessons/07_distributed.ipynb",
+    section=N_("1. Two processes, one optimizer step"),
+    cell="l07-s1",
+)
+
+DDP_DIVIDES_ALREADY = Misconception(
+    id="ddp-divides-already",
+    name=N_("the loss divided by the world size by hand under DDP"),
+    why=N_(
+        "DDP already averages the gradients over the ranks, which divides them by world_size. Dividing the loss "
+        "by world_size as well makes every update world_size times too small."
+    ),
+    lesson="lessons/07_distributed.ipynb",
+    section=N_("3. Token counts across ranks"),
+    cell="l07-s3",
+)
+
+SCHEDULE_DIVIDES_ALREADY = Misconception(
+    id="schedule-divides-already",
+    name=N_("the loss divided by the micro-batches although the pipeline schedule divides"),
+    why=N_(
+        "With scale_grads=True (its default) a torch.distributed.pipelining schedule divides the summed gradient "
+        "of its M micro-batches by M itself. A loss function that also divides by M, as a hand-written loop does, "
+        "is divided twice: M times too small."
+    ),
+    lesson="lessons/11_parallel.ipynb",
+    section=N_("2. A pipeline schedule divides for you"),
+    cell="l11-diagram-after",
+)
+
+SCALE_GRADS_DIVIDES_ALL = Misconception(
+    id="scale-grads-divides-all",
+    name=N_("a constant factor taken to survive several step() calls with scale_grads"),
+    why=N_(
+        "With scale_grads=True every step() divides ALL of .grad by M, the gradients that earlier step() calls left "
+        "there included, so with two or more calls before optimizer.step() (and M >= 2) the earlier micro-batches "
+        "weigh less: a moving average, not a mean. No constant fixes it: set scale_grads=False and divide the "
+        "summed loss by the items of the whole optimizer step."
+    ),
+    lesson="lessons/11_parallel.ipynb",
+    section=N_("2. A pipeline schedule divides for you"),
+    cell="l11-diagram-after",
+)
