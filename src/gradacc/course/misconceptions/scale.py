@@ -152,11 +152,38 @@ SCALE_GRADS_DIVIDES_ALL = Misconception(
     name=N_("a constant factor taken to survive several step() calls with scale_grads"),
     why=N_(
         "With scale_grads=True every step() divides ALL of .grad by M, the gradients that earlier step() calls left "
-        "there included, so with two or more calls before optimizer.step() (and M >= 2) the earlier micro-batches "
+        "there included, so with two or more calls before `optimizer.step()` (and M >= 2) the earlier micro-batches "
         "weigh less: a moving average, not a mean. No constant fixes it: set scale_grads=False and divide the "
         "summed loss by the items of the whole optimizer step."
     ),
     lesson="lessons/11_parallel.ipynb",
     section=N_("2. A pipeline schedule divides for you"),
     cell="l11-diagram-after",
+)
+
+NUM_ITEMS_IGNORED = Misconception(
+    id="num-items-ignored",
+    name=N_("Trainer's num_items_in_batch ignored"),
+    why=N_(
+        "Trainer passes num_items_in_batch, the predicted tokens of the whole window, so that each micro-batch's "
+        "summed token loss is divided by the window's count; for a compute_loss_func it then does not divide by the "
+        "number of micro-batches. A mean over the micro-batch's own tokens weighs a token of a short micro-batch "
+        "more, and the window's loss comes out about N times too large."
+    ),
+    lesson="lessons/05_trainer.ipynb",
+    section=N_("5. Causal LM with variable-length sequences: the October 2024 bug"),
+    cell="trainer-30",
+)
+
+NO_LABEL_SHIFT = Misconception(
+    id="no-label-shift",
+    name=N_("the labels of a causal LM not shifted"),
+    why=N_(
+        "A causal language model predicts the token at position t + 1 from the tokens up to t, so the logits at t "
+        "are scored against the label at t + 1 (logits[:, :-1] against labels[:, 1:]). Without the shift each "
+        "position is scored on the token it already reads."
+    ),
+    lesson="lessons/05_trainer.ipynb",
+    section=N_("5. Causal LM with variable-length sequences: the October 2024 bug"),
+    cell="trainer-30",
 )
