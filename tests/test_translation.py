@@ -421,6 +421,7 @@ def test_the_pytest_plugin_compares_a_pt_check_cell_with_its_portuguese_line():
         nodeid="pt-BR/exercises/01_theory.ipynb::Cell 3",
         reportinfo=lambda: ("pt-BR/exercises/01_theory.ipynb", 0, "Cell 3"),
         repr_failure=lambda excinfo, **kwargs: "nbval's report",
+        runtest=lambda: None,
     )
     pytest_plugin._judge_code_only(item, "1.1", False, pytest_plugin._language(SimpleNamespace(nb=exercise)))
     assert item.cell.outputs[0]["text"] == "Exercício 1.1: correto\n"
@@ -437,7 +438,7 @@ def test_the_pytest_plugin_compares_a_pt_check_cell_with_its_portuguese_line():
 @pytest.mark.notebook
 def test_a_pt_exercise_fails_exactly_at_its_checks_in_portuguese():
     """``pytest --nbval pt-BR/exercises/01_theory.ipynb``, unanswered: the two check cells fail, each with the
-    Portuguese ``CheckFailed`` line, and no other cell does (one notebook run, about 15 s)."""
+    Portuguese line the check cell printed, and no other cell does (one notebook run, about 15 s)."""
     from gradacc.course.notebooks import check_cells, run_nbval
 
     path = ROOT / "pt-BR" / "exercises" / "01_theory.ipynb"
@@ -446,6 +447,6 @@ def test_a_pt_exercise_fails_exactly_at_its_checks_in_portuguese():
     assert run.returncode == 1 and run.failed_cells == checks == [3, 5], run.output[-2000:]
     for index, exercise in zip(checks, ("1.1", "1.2"), strict=True):
         assert run.cells[index]["message"].startswith(
-            f"O exercício {exercise} ainda não está correto: ainda sem resposta (a célula de resposta ainda lança "
-            "NotImplementedError). Corrija e rode esta célula de novo"
+            f"Exercício {exercise}: incorreto - ainda sem resposta (a célula de resposta ainda lança "
+            "NotImplementedError)"
         ), run.cells[index]["message"][:300]

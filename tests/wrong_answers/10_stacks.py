@@ -7,6 +7,7 @@ exercise's own import cell. Every one must lose check X.Y in the visible check a
 
 
 # %% 10.1 every library treated as your own loop (the library's own division forgotten)
+# misconception: library-division-forgotten
 def loss_factors(library, accum_steps, item_counts, reduction):
     window_items = sum(item_counts)
     return [(n if reduction == "mean" else 1) / window_items for n in item_counts]
@@ -71,6 +72,7 @@ def loss_factors(library, accum_steps, item_counts, reduction):
 
 
 # %% 10.1 the reduction ignored (a summed loss treated as a mean)
+# misconception: sum-treated-as-mean
 def loss_factors(library, accum_steps, item_counts, reduction):
     window_items = sum(item_counts)
     scale = {

@@ -30,12 +30,14 @@ __all__ = ["CheckFailed", "report", "run_check", "close", "grouped", "quietly", 
 def report(exercise: str, ok: bool, message: str = "") -> bool:
     """Print the line a check cell shows, in the learner's language (``gradacc.i18n``), and return ``ok``.
 
-    A long ``incorrect`` line is wrapped at word boundaries (``gradacc.course.misconceptions.wrap``): JupyterLab
-    breaks a line wider than its output area inside words."""
+    In a notebook a long ``incorrect`` line is wrapped at word boundaries (``gradacc.course.misconceptions.wrap``,
+    continuation lines indented by two spaces): JupyterLab breaks a line wider than its output area inside words.
+    Elsewhere (a terminal, a test) it stays one line."""
     if ok:
         print(_("Exercise {exercise}: correct").format(exercise=exercise))
     else:
-        print(wrap(_("Exercise {exercise}: incorrect - {problem}").format(exercise=exercise, problem=message), "  "))
+        line = _("Exercise {exercise}: incorrect - {problem}").format(exercise=exercise, problem=message)
+        print(wrap(line, "  ") if _in_notebook() else line)
     return ok
 
 

@@ -25,7 +25,7 @@ from functools import cache
 
 from ...i18n import N_, language, translate
 
-__all__ = ["Misconception", "catalogue", "lookup", "WIDTH", "wrap"]
+__all__ = ["Misconception", "catalogue", "lookup", "named_in", "WIDTH", "wrap"]
 
 WIDTH = 100
 """Printed lines of a check are wrapped at word boundaries to this many characters (JupyterLab breaks a longer line
@@ -63,7 +63,7 @@ class Misconception:
         """The lesson file of ``lang``'s edition (``pt-BR/lessons/...`` for Brazilian Portuguese) and its section."""
         lang = lang or language()
         path = self.lesson if lang == "en" else f"pt-BR/{self.lesson}"
-        return translate(_SECTION, lang).format(lesson=path, section=translate(self.section, lang))
+        return translate(_SECTION, lang).format(notebook=path, section=translate(self.section, lang))
 
     def hint(self, lang: str | None = None) -> str:
         """What a check prints after its detail when it recognises this misconception, in ``lang`` (default: the
@@ -79,7 +79,7 @@ class Misconception:
 
 _RECOGNISED = N_("This looks like a known misconception: {name}.")
 _FIXED_IN = N_("The lesson that fixes it: {where}.")
-_SECTION = N_('{lesson}, section "{section}"')
+_SECTION = N_('{notebook}, section "{section}"')
 
 
 @cache
@@ -115,3 +115,17 @@ def lookup(misconception_id: str) -> Misconception:
         close = difflib.get_close_matches(misconception_id, list(entries), n=3)
         raise KeyError(f"no misconception {misconception_id!r} in the catalogue; did you mean {close}?")
     return entries[misconception_id]
+
+
+def named_in(text: str, lang: str) -> list[str]:
+    """The ids of the misconceptions whose hint ``text`` holds (what a check cell printed, in ``lang``), in the order
+    printed; the wrapping of the printed lines does not matter. The grader reads the visible check's output with it
+    (``gradacc grade``'s ``misconceptions`` column): no computation of its own."""
+    flat = " ".join(text.split())
+    found = []
+    for entry in catalogue().values():
+        line = translate(_RECOGNISED, lang).format(name=translate(entry.name, lang))
+        at = flat.find(" ".join(line.split()))
+        if at >= 0:
+            found.append((at, entry.id))
+    return [key for _, key in sorted(found)]

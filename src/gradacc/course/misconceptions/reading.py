@@ -32,19 +32,6 @@ PEAK_DIVIDED_BY_N = Misconception(
     cell="memory-09",
 )
 
-WHOLE_BATCH_ACTIVATIONS = Misconception(
-    id="whole-batch-activations",
-    name=N_("the whole effective batch's activations kept during a micro-step"),
-    why=N_(
-        "A micro-step runs forward and backward on one micro-batch, so it keeps the activations of "
-        "effective batch / N samples, not of the whole effective batch. At the same effective batch the saved "
-        "activations fall as 1/N."
-    ),
-    lesson="lessons/03_memory.ipynb",
-    section=N_("2. Memory against N: activations shrink as 1/N"),
-    cell="memory-09",
-)
-
 N_ALWAYS_LOWERS_PEAK = Misconception(
     id="n-always-lowers-peak",
     name=N_("a larger N taken to lower the peak always"),
@@ -173,32 +160,6 @@ NO_SYNC_BACKWARD_ONLY = Misconception(
     cell="l07-s2",
 )
 
-PER_RANK_MEAN = Misconception(
-    id="per-rank-mean",
-    name=N_("each rank dividing by its own token count"),
-    why=N_(
-        "DDP averages the ranks' gradients, so each rank's token mean gets the same weight whatever its number of "
-        "tokens: a mean of per-rank means, which overweights the tokens of the rank with fewer. Divide each rank's "
-        "summed loss by the all-reduced token count, times `world_size`."
-    ),
-    lesson="lessons/07_distributed.ipynb",
-    section=N_("3. Token counts across ranks"),
-    cell="l07-s3",
-)
-
-DDP_AVERAGE_FORGOTTEN = Misconception(
-    id="ddp-average-forgotten",
-    name=N_("the global token count without `world_size`"),
-    why=N_(
-        "DDP divides the sum of the ranks' gradients by `world_size`, so a loss divided by the global token count "
-        "alone gives `world_size` times too small a gradient. Multiply by `world_size` (or divide by the global count "
-        "/ `world_size`)."
-    ),
-    lesson="lessons/07_distributed.ipynb",
-    section=N_("3. Token counts across ranks"),
-    cell="l07-s3",
-)
-
 EVERY_LAYER_LIKE_BIG_BATCH = Misconception(
     id="every-layer-like-big-batch",
     name=N_("every layer taken to give the big batch's gradient under accumulation"),
@@ -314,17 +275,4 @@ KERAS_APPLIES_SHORT_WINDOW = Misconception(
     lesson="lessons/10_stacks.ipynb",
     section=N_("1. Three questions for any stack"),
     cell="l10-s1",
-)
-
-AUTOCAST_AROUND_LOOP = Misconception(
-    id="autocast-around-loop",
-    name=N_("one autocast context around the whole training loop"),
-    why=N_(
-        "Autocast caches the low-precision copy of each weight until its context exits, so a context that spans "
-        "`optimizer.step()` keeps computing with the weights of before the step. Enter autocast around each forward "
-        "pass (or each window), never around the loop."
-    ),
-    lesson="lessons/11_parallel.ipynb",
-    section=N_("3. One autocast context around the loop: stale weights"),
-    cell="l11-s3",
 )

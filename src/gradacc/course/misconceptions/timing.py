@@ -12,7 +12,7 @@ STEP_EVERY_MICRO_BATCH = Misconception(
     why=N_(
         "Stepping after each micro-batch makes N small updates, each from one micro-batch's gradient, instead of "
         "one update from the whole window: that is training with the small batch, not accumulation. Call "
-        "optimizer.step() once, after the window's last backward()."
+        "`optimizer.step()` once, after the window's last backward()."
     ),
     lesson="lessons/02_pytorch.ipynb",
     section=N_("1. The plain loop"),
@@ -25,7 +25,7 @@ ZERO_GRAD_EVERY_MICRO_STEP = Misconception(
     why=N_(
         "Accumulation relies on backward() adding into .grad, so zeroing it before each micro-batch throws away "
         "the gradient of every micro-batch but the last. Zero the gradients once per window, after "
-        "optimizer.step()."
+        "`optimizer.step()`."
     ),
     lesson="lessons/02_pytorch.ipynb",
     section=N_("1. The plain loop"),
@@ -93,4 +93,17 @@ ACCELERATE_DIVIDES_ALREADY = Misconception(
     lesson="lessons/04_accelerate.ipynb",
     section=N_("1. The lesson-02 loop, rewritten for Accelerate"),
     cell="accelerate-05",
+)
+
+FULL_MICRO_BATCH_DIVISOR = Misconception(
+    id="full-micro-batch-divisor",
+    name=N_("every micro-batch counted as full"),
+    why=N_(
+        "The last micro-batch of an epoch can be smaller than the others, so the number of micro-batches times the "
+        "first one's size counts too many items for a window that holds it. Count the labels of every micro-batch "
+        "of the window."
+    ),
+    lesson="lessons/02_pytorch.ipynb",
+    section=N_("2. Flaw (a): the last window"),
+    cell="pytorch-09",
 )

@@ -98,7 +98,7 @@ LESSON_07 = [
             "DDP's average divides the summed gradients by `world_size` again, so dividing by 20 / 2 leaves every "
             "token weighing 1/20."
         ),
-        (N_("Its own token count: 5 on rank 0, 15 on rank 1"), "per-rank-mean"),
+        (N_("Its own token count: 5 on rank 0, 15 on rank 1"), "rank-own-tokens"),
         (N_("20, the all-reduced count"), "ddp-average-forgotten"),
     ),
 ]
@@ -273,7 +273,7 @@ LESSON_11 = [
             "A context that outlives `optimizer.step()` keeps computing with its cached low-precision weights: in the "
             "lesson the output stayed at its first value for 4 steps."
         ),
-        (N_("Around the whole training loop, entered once"), "autocast-around-loop"),
+        (N_("Around the whole training loop, entered once"), "autocast-around-the-loop"),
     ),
 ]
 
