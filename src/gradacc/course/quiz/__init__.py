@@ -27,11 +27,11 @@ from __future__ import annotations
 import html
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import nbformat
 
 from ...i18n import N_, language, translate
+from .model import Option, Question
 
 __all__ = [
     "Option",
@@ -69,39 +69,6 @@ OTHER_NUMBER = N_("Not this number. Read the question again: which items, which 
 PLAIN = N_(
     "Check your understanding: {count} questions. Run this cell in Jupyter, or read the lesson on the website, to answer them."
 )
-
-
-@dataclass(frozen=True)
-class Option:
-    """One answer to a ``Question``: its text (a multiple choice) or value (a number), and either the misconception
-    it stands for (a wrong option: an id of ``gradacc.course.misconceptions``) or ``None`` (the right answer)."""
-
-    text: str = ""
-    misconception: str | None = None
-    value: float | None = None
-
-
-@dataclass(frozen=True)
-class Question:
-    """A question of lesson ``lesson`` ("01"-"11"): ``text`` (English, marked ``N_``), its ``options`` (exactly one
-    with ``misconception=None``), and ``why`` (shown when the learner picks the right one: why it is right, and when
-    it holds). ``digits``: a number question's significant digits (JupyterQuiz's ``precision``); ``None`` for a
-    multiple choice."""
-
-    lesson: str
-    id: str
-    text: str
-    options: tuple[Option, ...]
-    why: str
-    digits: int | None = None
-
-    @property
-    def right(self) -> Option:
-        return next(o for o in self.options if o.misconception is None)
-
-    @property
-    def wrong(self) -> tuple[Option, ...]:
-        return tuple(o for o in self.options if o.misconception is not None)
 
 
 def questions(lesson: str) -> list[Question]:

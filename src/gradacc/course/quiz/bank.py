@@ -7,22 +7,7 @@ every number against what the lesson computes (its stored outputs)."""
 from __future__ import annotations
 
 from ...i18n import N_
-from . import Option, Question
-
-
-def choice(lesson: str, key: str, text: str, right: str, why: str, *wrong: tuple[str, str]) -> Question:
-    """A multiple-choice question: the right answer first here (JupyterQuiz shuffles the options on screen), then
-    each wrong answer with its misconception's id."""
-    options = (Option(right), *(Option(answer, misconception) for answer, misconception in wrong))
-    return Question(lesson, key, text, options, why)
-
-
-def number(lesson: str, key: str, text: str, right: float, why: str, *wrong: tuple[float, str], digits: int = 3):
-    """A number question: the right value, then each wrong value with its misconception's id; an answer is compared
-    with them after rounding to ``digits`` significant digits."""
-    options = (Option(value=right), *(Option(value=value, misconception=m) for value, m in wrong))
-    return Question(lesson, key, text, options, why, digits)
-
+from .model import choice, number
 
 LESSON_01 = [
     choice(

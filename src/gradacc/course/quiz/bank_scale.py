@@ -1,9 +1,9 @@
-"""The "Check your understanding" questions of lessons 06-11 (``bank`` holds 01-05 and the helpers)."""
+"""The "Check your understanding" questions of lessons 06-11 (``bank`` holds 01-05; ``model`` the helpers)."""
 
 from __future__ import annotations
 
 from ...i18n import N_
-from .bank import choice, number
+from .model import choice, number
 
 LESSON_06 = [
     choice(
