@@ -372,7 +372,10 @@ def test_the_lesson_stores_the_current_quiz_in_its_core_path_before_you_can_now(
     (cell,) = _quiz_cells(lesson)
     assert cell.source == f'from gradacc.course.quiz import show_quiz\n\nshow_quiz("{lesson}")'
     data, metadata = quiz_bundle(lesson, lambda t: t, "en")
-    assert [dict(o) for o in cell.outputs] == [{"output_type": "display_data", "data": data, "metadata": metadata}]
+    stale = f"lessons/{LESSONS[lesson].name} stores another quiz: re-run its quiz cell (or gradacc execute the lesson)"
+    assert [dict(o) for o in cell.outputs] == [{"output_type": "display_data", "data": data, "metadata": metadata}], (
+        stale
+    )
     assert any(c.get("id") == cell.id for c in core_path_cells(nb))
     at = [c.get("id") for c in nb.cells].index(cell.id)
     assert nb.cells[at - 1].source.startswith("## Check your understanding")
