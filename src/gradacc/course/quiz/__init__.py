@@ -28,8 +28,6 @@ import html
 import re
 from collections.abc import Callable
 
-import nbformat
-
 from ...i18n import N_, language, translate
 from .model import Option, Question
 
@@ -201,6 +199,8 @@ def show_quiz(lesson: str) -> None:
 def translate_outputs(outputs: list, say: Callable[[str], str], lang: str) -> list:
     """A code cell's outputs with every quiz output (its metadata names a lesson) made again with ``say`` (the
     edition's catalog) in ``lang``, the others unchanged: the pt-BR notebook stores the Portuguese quiz its own run would show."""
+    import nbformat  # here, not at the top: the kernel's show_quiz never imports it (0.75 s of CPU: jsonschema's parsers)
+
     made = []
     for out in outputs:
         lesson = out.get("metadata", {}).get(QUIZ_KEY)
