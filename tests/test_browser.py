@@ -487,7 +487,8 @@ def _quiz(page, widget, run_code) -> dict:
         box.scroll_into_view_if_needed()
         box.screenshot(path=ARTIFACTS / f"browser-03_memory-quiz-{lang}.png")
         out[f"quiz_{lang}"] = {"questions": box.locator(".Quiz").count(), "choice": shown, "choice_says": choice_says,
-                               "number": typed, "number_says": number_says}  # fmt: skip
+                               "number": typed, "number_says": number_says,
+                               "static": page.locator(f"#gradaccQuiz03{lang}-static").is_visible()}  # fmt: skip
     return out
 
 
@@ -572,7 +573,7 @@ def test_memory_explorer_in_jupyterlab(tmp_path: Path):
     # issue 53: the lesson's questions answer in the page, in both languages, and fetch nothing (no MathJax from a CDN)
     for lang in ("en", "pt_BR"):
         quiz = result[f"quiz_{lang}"]
-        assert quiz["questions"] == 3 and quiz["choice_says"] in quiz["choice"], quiz
+        assert quiz["questions"] == 3 and quiz["choice_says"] in quiz["choice"] and not quiz["static"], quiz
         assert quiz["number_says"] in quiz["number"], quiz
     assert result["quiz_pt_BR"]["choice"].startswith("Não exatamente: ")
     # JupyterLab 4.6 defines a MathJax object: JupyterQuiz's own script would fetch MathJax 3 from jsdelivr here

@@ -382,6 +382,10 @@ def test_the_lesson_stores_the_current_quiz_in_its_core_path_before_you_can_now(
     assert nb.cells[at + 1].source.startswith("## You can now")
     html = data["text/html"]
     assert f'id="gradaccQuiz{lesson}en"' in html and "<script>" in html
+    # for a viewer that runs no script (GitHub, a notebook not yet run): the questions and options, not the answers
+    static = html.split(f'<div id="gradaccQuiz{lesson}en-static">', 1)[1].split("</div>", 1)[0]
+    assert static.count("<li>") == sum(1 + (len(q.options) if q.digits is None else 0) for q in questions(lesson))
+    assert "Right." not in static and "Not quite" not in static
     assert _stored_questions(html, lesson) == quiz_data(lesson, lambda t: t)
 
 

@@ -158,11 +158,30 @@ def quiz_html(lesson: str, say: Callable[[str], str] | None = None, lang: str | 
         raise RuntimeError(f"JupyterQuiz's script loads MathJax from a CDN {loaders} time(s), not twice: not 2.9.6.4?")
     script = script.replace(JQ_NUMERIC_LABEL, say(NUMERIC_LABEL).replace('"', "&quot;"))
     container = render_div(div_id, False, True, False, 1_000_000, 700, 10, "left") + "</div>"
-    return f"{container}\n{build_styles(div_id, _COLORS)}\n<script>\n{script}\n</script>\n"
+    hide = f'var gradaccStatic = document.getElementById("{div_id}-static");\n' + _HIDE
+    static = _static(lesson, say, f"{div_id}-static")
+    return f"{static}\n{container}\n{build_styles(div_id, _COLORS)}\n<script>\n{hide}{script}\n</script>\n"
+
+
+_HIDE = "if (gradaccStatic) { gradaccStatic.style.display = 'none'; }\n"
+STATIC = N_(
+    "Check your understanding (the answers open where this cell runs, in Jupyter or Colab, and on the website):"
+)
+
+
+def _static(lesson: str, say: Callable[[str], str], element_id: str) -> str:
+    """The questions and their options as plain HTML, for a viewer that runs no script (GitHub, a notebook not yet run
+    in JupyterLab); the quiz's script hides it."""
+    items = []
+    for q in questions(lesson):
+        shown = sorted(say(o.text) for o in q.options) if q.digits is None else []  # not the right one first
+        options = f"<ul>{''.join(f'<li>{_as_html(text)}</li>' for text in shown)}</ul>" if shown else ""
+        items.append(f"<li>{_as_html(say(q.text))}{options}</li>")
+    return f'<div id="{element_id}"><p>{_as_html(say(STATIC))}</p><ol>{"".join(items)}</ol></div>'
 
 
 _COLORS = {
-    # JupyterQuiz's default palette with a darker right/wrong pair (white text on them reads at 4.5:1 or more)
+    # JupyterQuiz's default palette with a darker green: the right and wrong colours read at 4.5:1 or more on white
     "--jq-multiple-choice-bg": "#392061",
     "--jq-mc-button-bg": "#fafafa",
     "--jq-mc-button-border": "#e0e0e0e0",
