@@ -14,16 +14,18 @@ LESSON_01 = [
         "01",
         "after-n-backwards",
         N_(
-            "Four micro-batches of 8 samples each. Each micro-batch's loss is the mean over its 8 samples, divided by "
-            "N = 4, then `backward()`. What does `.grad` hold after the fourth `backward()`?"
+            "Four micro-batches of 8 samples each. Each micro-batch's loss is summed over its 8 samples and divided "
+            "by 32, the samples of the whole window, then `backward()`. What does `.grad` hold after the fourth "
+            "`backward()`?"
         ),
         N_("The gradient of the mean loss over all 32 samples"),
         N_(
-            "`backward()` adds into `.grad`, and with equal micro-batches the mean of the 4 means is the mean over the "
-            "32 samples; the lesson measures a difference of about 1e-8 in float32."
+            "`backward()` adds into `.grad`: the 4 gradients of sum / 32 add up to the gradient of the 32 losses' sum "
+            "/ 32, their mean, whatever the micro-batch sizes; the lesson measures a difference of about 1e-8 in "
+            "float32."
         ),
         (N_("The gradient of the fourth micro-batch only"), "backward-replaces-grad"),
-        (N_("A quarter of the gradient of the mean over the 32 samples"), "divided-twice"),
+        (N_("A quarter of that mean's gradient, until `.grad` is divided by N = 4"), "divided-twice"),
     ),
     choice(
         "01",
