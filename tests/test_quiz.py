@@ -296,7 +296,7 @@ def _10_keras_short():
     shares = re.search(r"right / Lightning / Keras: (\S+) (\S+) (\S+)", out("10", "l10-probe-check")).groups()
     assert [float(s) for s in shares] == [
         value("10", "keras-short", "library-as-own-loop"),
-        value("10", "keras-short", "keras-applies-short-window"),
+        value("10", "keras-short", "library-short-window"),
         value("10", "keras-short"),
     ]
 

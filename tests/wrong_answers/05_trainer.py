@@ -39,11 +39,13 @@ def causal_lm_loss(outputs, labels, num_items_in_batch=None):
 
 
 # %% 5.2 a plain Trainer (its default loss)
+# misconception: num-items-ignored
 def make_fixed_trainer(model, args, train_dataset, data_collator):
     return Trainer(model=model, args=args, train_dataset=train_dataset, data_collator=data_collator)
 
 
 # %% 5.2 a compute_loss_func that takes each micro-batch's mean (num_items_in_batch ignored)
+# misconception: num-items-ignored
 def make_fixed_trainer(model, args, train_dataset, data_collator):
     def mean_loss(outputs, labels, num_items_in_batch=None):
         return F.cross_entropy(outputs["logits"], labels)
@@ -54,6 +56,7 @@ def make_fixed_trainer(model, args, train_dataset, data_collator):
 
 
 # %% 5.2 dividing twice: by num_items_in_batch and by the accumulation steps
+# misconception: divided-twice
 def make_fixed_trainer(model, args, train_dataset, data_collator):
     def sum_over_window(outputs, labels, num_items_in_batch=None):
         loss = F.cross_entropy(outputs["logits"], labels, reduction="sum")

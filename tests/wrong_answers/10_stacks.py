@@ -14,6 +14,7 @@ def loss_factors(library, accum_steps, item_counts, reduction):
 
 
 # %% 10.1 Lightning and Accelerate taken to divide a short last window by its real size (as Trainer does)
+# misconception: library-short-window
 def loss_factors(library, accum_steps, item_counts, reduction):
     window_items = sum(item_counts)
     scale = {
@@ -29,6 +30,7 @@ def loss_factors(library, accum_steps, item_counts, reduction):
 
 
 # %% 10.1 Trainer taken to divide by accum_steps (the real number of micro-batches of a short window ignored)
+# misconception: library-short-window
 def loss_factors(library, accum_steps, item_counts, reduction):
     window_items = sum(item_counts)
     scale = {
@@ -44,6 +46,7 @@ def loss_factors(library, accum_steps, item_counts, reduction):
 
 
 # %% 10.1 Keras's short window given factors too (as if Keras applied it at the end of the epoch)
+# misconception: library-short-window
 def loss_factors(library, accum_steps, item_counts, reduction):
     window_items = sum(item_counts)
     scale = {
@@ -88,12 +91,14 @@ def loss_factors(library, accum_steps, item_counts, reduction):
 
 
 # %% 10.2 the mean loss Lightning's examples return (each micro-batch weighs 1/N, a short window divided by N)
+# misconception: mean-of-means
 def lightning_loss(module, batch, batch_idx):
     inputs, labels = batch
     return F.cross_entropy(module.model(inputs), labels)
 
 
 # %% 10.2 summed over the window's samples but Lightning's division by N not undone
+# misconception: library-division-forgotten
 def lightning_loss(module, batch, batch_idx):
     inputs, labels = batch
     n = module.trainer.accumulate_grad_batches
@@ -103,6 +108,7 @@ def lightning_loss(module, batch, batch_idx):
 
 
 # %% 10.2 Lightning's division undone with the window's real size instead of N (a short window scaled by its size / N)
+# misconception: library-short-window
 def lightning_loss(module, batch, batch_idx):
     inputs, labels = batch
     n = module.trainer.accumulate_grad_batches
@@ -112,6 +118,7 @@ def lightning_loss(module, batch, batch_idx):
 
 
 # %% 10.2 the short window fixed but micro-batches weighed equally (mean x N / real window size)
+# misconception: mean-of-means
 def lightning_loss(module, batch, batch_idx):
     inputs, labels = batch
     n = module.trainer.accumulate_grad_batches

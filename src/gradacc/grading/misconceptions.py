@@ -105,9 +105,9 @@ def _bar_chart(ordered: list[tuple[str, str]], held: Counter, graded: Counter, p
             xytext=(4, 0),
             textcoords="offset points",
             va="center",
-            fontsize=8,
+            fontsize=9,
         )
-    ax.set_yticks(range(len(labels)), labels, fontsize=8)
+    ax.set_yticks(range(len(labels)), labels, fontsize=9)
     ax.invert_yaxis()
     ax.set_xlabel("students holding the misconception")
     ax.set_title("Misconceptions recognised by the visible checks, per check")

@@ -77,7 +77,7 @@ APPLY_EVERY_ACCUMULATES = Misconception(
     name=N_("`optax.apply_every` taken for gradient accumulation"),
     why=N_(
         "`optax.apply_every(k)` sums the updates that the optimizer before it in the chain makes on every call, so "
-        "SGD moves k times as far and Adam's count and moments advance on every micro-batch. `optax.MultiSteps` accumulates the "
+        "SGD moves k times as far and Adam's count and moments advance on every micro-batch. Use `optax.MultiSteps`, which accumulates the "
         "gradients and steps the inner optimizer once per window."
     ),
     lesson="lessons/06_jax.ipynb",
@@ -90,7 +90,7 @@ LOOP_COMPILED_ONCE = Misconception(
     name=N_("a Python loop inside `jit` taken to compile one micro-step"),
     why=N_(
         "`jit` traces a Python for loop by running it, so the compiled program holds N copies of the micro-step and "
-        "grows, with its compile time, with N. `jax.lax.scan` compiles the micro-step once and runs it N times."
+        "grows, with its compile time, with N. With `jax.lax.scan` the micro-step compiles once and runs N times."
     ),
     lesson="lessons/06_jax.ipynb",
     section=N_("3. The same accumulation with `jax.lax.scan`"),
@@ -258,19 +258,6 @@ LIBRARY_AS_OWN_LOOP = Misconception(
         "A library decides what it counts, who divides and by what, and when it steps; Lightning and Keras count "
         "micro-batches and divide each micro-batch's mean by N, which weighs unequal micro-batches equally. "
         "Measure it (the weight probe) before you trust it."
-    ),
-    lesson="lessons/10_stacks.ipynb",
-    section=N_("1. Three questions for any stack"),
-    cell="l10-s1",
-)
-
-KERAS_APPLIES_SHORT_WINDOW = Misconception(
-    id="keras-applies-short-window",
-    name=N_("Keras taken to apply a short last window"),
-    why=N_(
-        "Keras's `optimizer(gradient_accumulation_steps=N)` applies the accumulated gradient only on every N-th "
-        "call, and never at the end of an epoch, so the micro-batches of a short last window are not applied. "
-        "Make the number of micro-batches a multiple of N, or step the short window yourself."
     ),
     lesson="lessons/10_stacks.ipynb",
     section=N_("1. Three questions for any stack"),

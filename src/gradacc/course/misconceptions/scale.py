@@ -74,8 +74,8 @@ LIBRARY_DIVISION_FORGOTTEN = Misconception(
     id="library-division-forgotten",
     name=N_("a library's own division forgotten"),
     why=N_(
-        "Accelerate, Lightning and Keras divide each micro-batch's loss by N, and Trainer by the window's number of "
-        "micro-batches, before the gradients add up. A loss already divided by the window's items is then divided "
+        "Accelerate, Lightning and Keras divide each micro-batch's loss by N, and Trainer (for a loss that is not "
+        "given num_items_in_batch) by the window's number of micro-batches, before the gradients add up. A loss already divided by the window's items is then divided "
         "again: ask who divides, and by what, before dividing yourself."
     ),
     lesson="lessons/10_stacks.ipynb",
@@ -166,8 +166,8 @@ NUM_ITEMS_IGNORED = Misconception(
     name=N_("Trainer's num_items_in_batch ignored"),
     why=N_(
         "Trainer passes num_items_in_batch, the predicted tokens of the whole window, so that each micro-batch's "
-        "summed token loss is divided by the window's count; for a compute_loss_func it then does not divide by the "
-        "number of micro-batches. A mean over the micro-batch's own tokens weighs a token of a short micro-batch "
+        "summed token loss is divided by the window's count; for a compute_loss_func, or a model whose forward takes "
+        "loss keyword arguments, it then does not divide by the number of micro-batches. A mean over the micro-batch's own tokens weighs a token of a short micro-batch "
         "more, and the window's loss comes out about N times too large."
     ),
     lesson="lessons/05_trainer.ipynb",
@@ -186,4 +186,17 @@ NO_LABEL_SHIFT = Misconception(
     lesson="lessons/05_trainer.ipynb",
     section=N_("5. Causal LM with variable-length sequences: the October 2024 bug"),
     cell="trainer-30",
+)
+
+LIBRARY_SHORT_WINDOW = Misconception(
+    id="library-short-window",
+    name=N_("what a library does with the short last window, confused"),
+    why=N_(
+        "Trainer divides a short last window by the micro-batches it really holds, Accelerate and Lightning divide "
+        "it by N as if it were full, and Keras never applies it. Only each library's own code says which, so read it "
+        "before you scale the loss."
+    ),
+    lesson="lessons/10_stacks.ipynb",
+    section=N_("1. Three questions for any stack"),
+    cell="l10-s1",
 )

@@ -221,7 +221,7 @@ LESSON_10 = [
             "Keras applies the accumulated gradient on every 4th call only; the 2 micro-batches of the short window "
             "are never applied (right: 1, Lightning: 0.5)."
         ),
-        (0.5, "keras-applies-short-window"),
+        (0.5, "library-short-window"),
         (1, "library-as-own-loop"),
         digits=2,
     ),

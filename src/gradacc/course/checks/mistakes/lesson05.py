@@ -33,3 +33,28 @@ def loss_mean_of_the_micro_batch(outputs, labels, num_items_in_batch=None):
 @mistake("5.1", "padding-counted")
 def loss_padding_counted(outputs, labels, num_items_in_batch=None):
     return _token_loss(outputs, labels, num_items_in_batch, count_padding=True)
+
+
+def _trainer(model, args, train_dataset, data_collator, loss):
+    from transformers import Trainer
+
+    return Trainer(
+        model=model, args=args, train_dataset=train_dataset, data_collator=data_collator, compute_loss_func=loss
+    )
+
+
+@mistake("5.2", "num-items-ignored")
+def trainer_with_mean_loss(model, args, train_dataset, data_collator):
+    def mean_loss(outputs, labels, num_items_in_batch=None):
+        return F.cross_entropy(outputs["logits"], labels, reduction="sum") / labels.numel()
+
+    return _trainer(model, args, train_dataset, data_collator, mean_loss)
+
+
+@mistake("5.2", "divided-twice")
+def trainer_divided_twice(model, args, train_dataset, data_collator):
+    def loss_over_window_and_n(outputs, labels, num_items_in_batch=None):
+        total = F.cross_entropy(outputs["logits"], labels, reduction="sum")
+        return total / (num_items_in_batch or labels.numel()) / args.gradient_accumulation_steps
+
+    return _trainer(model, args, train_dataset, data_collator, loss_over_window_and_n)
