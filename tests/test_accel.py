@@ -10,6 +10,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from gradacc.course.misconceptions import lookup
 from gradacc.foundations.accumulation import max_abs_diff, train_accumulated
 from gradacc.foundations.data import digits_loader
 from gradacc.foundations.models import make_digits_model
@@ -257,10 +258,13 @@ def test_check_4_1_accepts_the_answer_and_rejects_wrong_loops(capsys):
 
     check_train_epoch(_epoch_right)
     assert capsys.readouterr().out == "Exercise 4.1: correct\n"
+    named = {_epoch_clips_every_micro_step: "clip-every-micro-step"}  # issue 53: the same numbers, the same hint
     for wrong in (_epoch_clips_every_micro_step, _epoch_without_accumulate, _epoch_plain_backward):
         check_train_epoch(wrong)
         out = capsys.readouterr().out
-        assert out.startswith("Exercise 4.1: incorrect - ") and out.count("\n") == 1, (wrong.__name__, out)
+        line, _, hint = out.partition("\n")
+        assert line.startswith("Exercise 4.1: incorrect - "), (wrong.__name__, out)
+        assert hint == (lookup(named[wrong]).hint() + "\n" if wrong in named else ""), (wrong.__name__, out)
 
 
 def test_check_4_2_accepts_the_answer_and_rejects_wrong_scales(capsys):
@@ -276,7 +280,10 @@ def test_check_4_2_accepts_the_answer_and_rejects_wrong_scales(capsys):
         "counts from the end": lambda i, n, N: N / min(N, n - i),
         "not answered": lambda i, n, N: (_ for _ in ()).throw(NotImplementedError()),
     }
+    named = {"always one (Accelerate's default)": "full-window-divisor"}  # issue 53: its hint; the others none
     for name, wrong in wrong_answers.items():
         check_window_loss_scale(wrong)
         out = capsys.readouterr().out
-        assert out.startswith("Exercise 4.2: incorrect - ") and out.count("\n") == 1, (name, out)
+        line, _, hint = out.partition("\n")
+        assert line.startswith("Exercise 4.2: incorrect - "), (name, out)
+        assert hint == (lookup(named[name]).hint() + "\n" if name in named else ""), (name, out)

@@ -452,6 +452,55 @@ def _model_switch(variable: str):
     return then
 
 
+def _quiz_option(key: str, misconception: str, lang: str) -> tuple[str, str]:
+    """Lesson 03's question ``key``: the wrong option (its text or value) that stands for ``misconception``, and what
+    choosing it must show (the misconception's name and why), in ``lang``."""
+    from gradacc.course.misconceptions import lookup
+    from gradacc.course.quiz import questions
+    from gradacc.i18n import translate
+
+    (question,) = [q for q in questions("03") if q.id == key]
+    (option,) = [o for o in question.options if o.misconception == misconception]
+    found = lookup(misconception)
+    shown = option.text if question.digits is None else f"{option.value:g}"
+    return translate(shown, lang), f"{translate(found.name, lang)}. {translate(found.why, lang)}".replace("`", "")
+
+
+def _quiz(page, widget, run_code) -> dict:
+    """Issue 53: lesson 03's "Check your understanding" in the page, shown by ``show_quiz`` as the lesson's cell
+    does, in English and in Portuguese (``set_language``, as the pt-BR notebook's setup cell): choosing a wrong
+    option and typing a wrong number each show that misconception's explanation."""
+    out = {"mathjax": page.evaluate("() => typeof window.MathJax")}
+    for lang in ("en", "pt_BR"):
+        run_code(f'from gradacc.course.quiz import show_quiz; from gradacc.i18n import set_language; '
+                 f'set_language("{lang}"); show_quiz("03"); set_language(None)')  # fmt: skip
+        box = page.locator(f"#gradaccQuiz03{lang}")
+        box.locator("label.MCButton").first.wait_for(timeout=60_000)
+        choice, choice_says = _quiz_option("what-n-divides", "peak-divided-by-n", lang)
+        box.locator("label.MCButton", has_text=choice).click()
+        shown = box.locator(".Feedback.incorrect").first.inner_text()
+        number, number_says = _quiz_option("saved-activations", "whole-batch-activations", lang)
+        field = box.locator("input.Input-text").first
+        field.fill(number)
+        field.press("Enter")
+        typed = field.evaluate("e => document.getElementById('fb' + e.id.split('-')[0]).innerText")
+        box.scroll_into_view_if_needed()
+        box.screenshot(path=ARTIFACTS / f"browser-03_memory-quiz-{lang}.png")
+        out[f"quiz_{lang}"] = {"questions": box.locator(".Quiz").count(), "choice": shown, "choice_says": choice_says,
+                               "number": typed, "number_says": number_says,
+                               "static": page.locator(f"#gradaccQuiz03{lang}-static").is_visible()}  # fmt: skip
+    return out
+
+
+def _both(*steps):
+    """``then`` callbacks run one after the other, their results merged."""
+
+    def then(page, widget, run_code) -> dict:
+        return {k: v for step in steps for k, v in step(page, widget, run_code).items()}
+
+    return then
+
+
 @pytest.mark.slow
 def test_memory_explorer_in_jupyterlab(tmp_path: Path):
     """Lesson 03 in JupyterLab in headless Chromium: run the cells up to the memory explorer, move the
@@ -474,7 +523,7 @@ def test_memory_explorer_in_jupyterlab(tmp_path: Path):
         moves=3,
         # the kernel's share of the last redraw (MemoryExplorer.last_redraw_s: sentence, figure, PNG, display)
         kernel_probe=f"print(round({explorer_variable(LESSON)}.last_redraw_s * 1000, 1))",
-        then=_model_switch(explorer_variable(LESSON)),
+        then=_both(_model_switch(explorer_variable(LESSON)), _quiz),
         tmp=tmp_path,
         name="03_memory",
     )
@@ -521,6 +570,16 @@ def test_memory_explorer_in_jupyterlab(tmp_path: Path):
     assert "mlp width 512 depth 4" in back["title"] and back["status"] == "" and back["timeline_images"] == 1
     # the venv's JupyterLab has the course's settings: no "get notified about Jupyter news?" popup (issue 45, 17)
     assert result["fetch_news"] == "false", result["fetch_news"]
+    # issue 53: the lesson's questions answer in the page, in both languages, and fetch nothing (no MathJax from a CDN)
+    for lang in ("en", "pt_BR"):
+        quiz = result[f"quiz_{lang}"]
+        assert quiz["questions"] == 3 and quiz["choice_says"] in quiz["choice"] and not quiz["static"], quiz
+        assert quiz["number_says"] in quiz["number"], quiz
+    assert result["quiz_pt_BR"]["choice"].startswith("Não exatamente: ")
+    # JupyterLab 4.6 defines a MathJax object: JupyterQuiz's own script would fetch MathJax 3 from jsdelivr here
+    assert result["mathjax"] == "object" and not [u for u in result["blocked"] if "mathjax" in u.lower()], result[
+        "blocked"
+    ]
 
 
 def save_notebook(page, panel, name: str) -> None:
@@ -552,6 +611,63 @@ OPENED = [
 ]
 
 
+HINTED = "misconception_hint.ipynb"
+"""A learner's wrong 1.1 (the plain mean of the micro-batch means) checked in English, then in Brazilian Portuguese:
+the check names the misconception in each language (issue 53) and prints its detail once, with a short red line
+(issue 55, item 5)."""
+_WRONG_11 = "check_combine_means(lambda means, counts: sum(means) / len(means))"
+
+
+def _hinted_notebook() -> nbformat.NotebookNode:
+    cells = [
+        "from gradacc.course.checks.lesson01 import check_combine_means\nfrom gradacc.i18n import set_language",
+        _WRONG_11,
+        f'set_language("pt_BR")\n{_WRONG_11}',
+    ]
+    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
+    notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    return notebook
+
+
+_OUTPUTS = """(cell) => [...cell.querySelectorAll('.jp-OutputArea-output')].map((el) => {
+  const pre = el.querySelector('pre');
+  const lines = pre ? Math.round(pre.getBoundingClientRect().height / parseFloat(getComputedStyle(pre).lineHeight)) : 0;
+  return {text: el.innerText, error: el.matches('[data-mime-type="application/vnd.jupyter.stderr"]'), lines};
+})"""
+
+
+def check_hints_in_lab(page, base: str, token: str) -> dict[str, list[dict]]:
+    """Open ``HINTED``, run its three cells, and return each check cell's outputs as the page shows them: text,
+    whether it is the red error box, and how many lines the browser drew it on (more than its own lines: the browser
+    wrapped it, inside a word or not)."""
+    page.goto(f"{base}/lab/tree/{HINTED}?token={token}")
+    tab = page.locator(f".lm-TabBar-tab.lm-mod-current[data-type='document-title'][title*='Path: {HINTED}']")
+    tab.wait_for(timeout=90_000)
+    panel = page.locator(f"#{tab.get_attribute('data-id')}")
+    panel.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']").wait_for(timeout=180_000)
+    for index in range(3):
+        run_cell(page, index)
+    cells = panel.locator(".jp-Notebook .jp-Cell")
+    return {lang: cells.nth(i).evaluate(_OUTPUTS) for lang, i in (("en", 1), ("pt_BR", 2))}
+
+
+def assert_hinted(outputs: dict[str, list[dict]]) -> None:
+    from gradacc.course.misconceptions import lookup
+    from gradacc.i18n import translate
+
+    for lang, shown in outputs.items():
+        said = [o for o in shown if not o["error"]]
+        red = [o["text"].strip() for o in shown if o["error"]]
+        text = "\n".join(o["text"] for o in said)
+        line = translate("Exercise {exercise}: incorrect - {problem}", lang).format(exercise="1.1", problem="")
+        assert text.startswith(line) and text.count(line) == 1, (lang, text)  # the detail once
+        assert " ".join(lookup("mean-of-means").hint(lang).split()) in " ".join(text.split()), (lang, text)
+        assert red == [f"CheckFailed: {translate('Exercise {exercise}: incorrect, see above', lang)}"
+                       .format(exercise="1.1")], (lang, red)  # fmt: skip
+        drawn = sum(o["lines"] for o in said)
+        assert drawn == len(text.rstrip("\n").splitlines()), f"{lang}: drawn on {drawn} lines: {text!r}"
+
+
 START_WARNINGS = {
     "not trusted": r"\[W .*\] Notebook \S+ is not trusted$",
     "TCP without encryption": r"WARNING \| Kernel is running over TCP without encryption\.",
@@ -569,7 +685,11 @@ def test_opening_a_notebook_leaves_it_unchanged(tmp_path: Path):
 
     Issue 55: the server runs with `make lab`'s own options, and lesson 00 is opened through the URL its log prints
     (the URL a learner copies: it opened the Launcher before); the tabs opened are then in the workspace file that
-    JupyterLab writes to ``JUPYTERLAB_WORKSPACES_DIR``, the variable that gives `make lab-pt` its own tabs."""
+    JupyterLab writes to ``JUPYTERLAB_WORKSPACES_DIR``, the variable that gives `make lab-pt` its own tabs.
+
+    Issue 53: then a notebook with a wrong 1.1 checked in English and in Portuguese (``HINTED``): each check names
+    the misconception in its language, prints its detail once and a short red line, and the browser draws every
+    printed line as one line (no break inside a word)."""
     from playwright.sync_api import sync_playwright
 
     chromium = ensure_chromium()
@@ -577,6 +697,7 @@ def test_opening_a_notebook_leaves_it_unchanged(tmp_path: Path):
     for name in OPENED:
         (root / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(ROOT / name, root / name)
+    nbformat.write(_hinted_notebook(), root / HINTED)
     changed, dirty = {}, {}
     lab_env, lab_options = make_lab_launch("lab")
     assert lab_env == {}, lab_env  # `make lab` keeps the learner's own settings and tabs
@@ -618,6 +739,9 @@ def test_opening_a_notebook_leaves_it_unchanged(tmp_path: Path):
                         if after.metadata.get(k) != before.metadata.get(k)
                     }
                     changed[name]["cells differ"] = before.cells != after.cells
+            hinted = check_hints_in_lab(page, base, token)  # issue 53: the same server, browser and settings
+            ARTIFACTS.mkdir(exist_ok=True)
+            page.screenshot(path=ARTIFACTS / "browser-misconception-hint.png", full_page=True)
         except Exception:
             ARTIFACTS.mkdir(exist_ok=True)
             page.screenshot(path=ARTIFACTS / "browser-opening-failed.png")
@@ -627,7 +751,8 @@ def test_opening_a_notebook_leaves_it_unchanged(tmp_path: Path):
         workspaces = [json.loads(p.read_text()) for p in (tmp_path / "lab-workspaces").glob("*.jupyterlab-workspace")]
     # the tabs live in the workspaces folder (the default workspace's file): another folder, other tabs
     tabs = {key.split(":", 1)[1] for w in workspaces for key in w["data"] if key.startswith("notebook:")}
-    assert tabs == set(OPENED), (tabs, [w["metadata"] for w in workspaces])
+    assert tabs == {*OPENED, HINTED}, (tabs, [w["metadata"] for w in workspaces])
+    assert_hinted(hinted)
     # every warning the server and its kernels logged is one that the troubleshooting page explains, and each was seen
     log = (tmp_path / "jupyterlab.log").read_text()
     warnings = [line for line in log.splitlines() if line.startswith("[W ") or "WARNING |" in line]

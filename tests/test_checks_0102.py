@@ -12,13 +12,17 @@ import torch.nn.functional as F
 from gradacc.course.checks.lesson00 import check_effective_batch_size
 from gradacc.course.checks.lesson01 import check_combine_means, check_window_token_losses
 from gradacc.course.checks.lesson02 import check_accumulation_window, check_train_epoch
+from gradacc.course.misconceptions import lookup
 from gradacc.foundations.data import IGNORE_INDEX
 
 
-def _line(capsys) -> str:
+def _line(capsys, misconception: str | None = None) -> str:
+    """The check's one line; after it, exactly ``misconception``'s hint when one is named (these tests' wrong answers
+    are written otherwise than the package's references: the same numbers, the same hint), else nothing."""
     out = capsys.readouterr().out
-    assert out.count("\n") == 1, f"a check prints exactly one line, got {out!r}"
-    return out.strip()
+    line, _, rest = out.partition("\n")
+    assert rest == (lookup(misconception).hint() + "\n" if misconception else ""), f"got {out!r}"
+    return line
 
 
 # ---------------------------------------------------------------- 0.1
@@ -48,7 +52,7 @@ def test_combine_means_accepts_the_reference(capsys):
 
 def test_combine_means_rejects_the_plain_mean_of_means(capsys):
     check_combine_means(lambda means, counts: sum(means) / len(means))
-    line = _line(capsys)
+    line = _line(capsys, "mean-of-means")
     assert line.startswith("Exercise 1.1: incorrect - combine_means([2.0, 4.0], [10, 30]) = 3, expected 3.5")
     assert "weight each mean by its count" in line
 
@@ -134,7 +138,7 @@ def test_window_token_losses_rejects_the_mean_of_micro_batch_means(capsys):
         ]
 
     check_window_token_losses(mean_of_means)
-    line = _line(capsys)
+    line = _line(capsys, "mean-of-means")
     assert line.startswith("Exercise 1.2: incorrect - the losses add up to")
     assert "the mean of the micro-batch means" in line and "divide each micro-batch's summed token losses by" in line
 
@@ -145,7 +149,7 @@ def test_window_token_losses_rejects_counting_padding(capsys):
         return [_summed(logits, labels) / positions for logits, labels in zip(logits_list, labels_list, strict=True)]
 
     check_window_token_losses(counts_padding)
-    line = _line(capsys)
+    line = _line(capsys, "padding-counted")
     assert line.startswith("Exercise 1.2: incorrect - the sum of the micro-batch losses =")
     assert "padding labels are -100" in line
 
@@ -194,7 +198,7 @@ def test_accumulation_window_rejects_dividing_means_by_n(capsys):
         return total
 
     check_accumulation_window(mean_over_n)
-    line = _line(capsys)
+    line = _line(capsys, "mean-of-means")
     assert line.startswith("Exercise 2.1: incorrect - with micro-batches of (40, 40, 16) samples the weights after")
     assert "divide by the 96 samples of the whole window" in line
 
@@ -224,7 +228,7 @@ def test_accumulation_window_rejects_a_step_per_micro_batch(capsys):
         return 0.0
 
     check_accumulation_window(step_each)
-    assert _line(capsys) == (
+    assert _line(capsys, "step-every-micro-batch") == (
         "Exercise 2.1: incorrect - with micro-batches of (40, 40, 16) samples it made 3 optimizer steps; "
         "a window makes exactly one"
     )
@@ -304,7 +308,7 @@ def test_train_epoch_rejects_dropping_the_last_window(capsys):
         return losses
 
     check_train_epoch(plain)
-    assert _line(capsys) == (
+    assert _line(capsys, "last-window-dropped") == (
         "Exercise 2.2: incorrect - 10 micro-batches with accum_steps=4: 2 optimizer steps, expected 3 "
         "(the last window may be shorter)"
     )
@@ -327,7 +331,7 @@ def test_train_epoch_rejects_a_scheduler_per_micro_batch(capsys):
         warnings.simplefilter("always")
         check_train_epoch(fast_scheduler)
     assert shown == []  # PyTorch warns about the order of the first calls; the check's one line says what matters
-    line = _line(capsys)
+    line = _line(capsys, "scheduler-every-micro-step")
     assert line.startswith("Exercise 2.2: incorrect - 10 micro-batches with accum_steps=4: the learning rate after")
     assert "step the scheduler once per optimizer step" in line
 
@@ -349,6 +353,6 @@ def test_train_epoch_rejects_dividing_the_last_window_by_n(capsys):
         return losses
 
     check_train_epoch(divides_by_n)
-    line = _line(capsys)
+    line = _line(capsys, "full-window-divisor")
     assert line.startswith("Exercise 2.2: incorrect - 10 micro-batches with accum_steps=4: the weights after the epoch")
     assert "divide each window's summed loss by the number of samples in that window" in line

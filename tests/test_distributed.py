@@ -22,6 +22,7 @@ import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 from gradacc.course.checks import lesson07
+from gradacc.course.misconceptions import lookup
 from gradacc.foundations.accumulation import count_items, full_batch_gradients, max_abs_diff, sum_cross_entropy
 from gradacc.foundations.data import IGNORE_INDEX, load_digits_tensors, split_micro_batches
 from gradacc.foundations.launch import (
@@ -455,13 +456,15 @@ def _token_weighted_loss(loss_sum, local_tokens, global_tokens, world_size):
 def test_check_7_1_passes_the_answer_and_fails_plausible_mistakes(capsys):
     lesson07.check_token_weighted_loss(_token_weighted_loss)
     assert capsys.readouterr().out == "Exercise 7.1: correct\n"
-    for wrong in (
-        lambda s, local, total, world: s / local,  # the mean of per-rank means
-        lambda s, local, total, world: s / total,  # forgets that DDP divides by world_size
-        lambda s, local, total, world: (s / total).item(),  # a float: no gradient
+    for wrong, named in (  # issue 53: each mistake's hint, none for the float
+        (lambda s, local, total, world: s / local, "rank-own-tokens"),  # the mean of per-rank means
+        (lambda s, local, total, world: s / total, "ddp-average-forgotten"),  # forgets that DDP divides by world_size
+        (lambda s, local, total, world: (s / total).item(), None),  # a float: no gradient
     ):
         lesson07.check_token_weighted_loss(wrong)
-        assert capsys.readouterr().out.startswith("Exercise 7.1: incorrect - ")
+        line, _, hint = capsys.readouterr().out.partition("\n")
+        assert line.startswith("Exercise 7.1: incorrect - ")
+        assert hint == (lookup(named).hint() + "\n" if named else ""), (named, hint)
 
 
 def _train_epoch_ddp(ddp_model, optimizer, batches, accum_steps):

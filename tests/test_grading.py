@@ -29,6 +29,7 @@ from conftest import ROOT
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
 
 from gradacc.cli import main
+from gradacc.course.misconceptions import lookup
 from gradacc.course.notebooks import check_cells, generate_exercise
 from gradacc.grading import (
     STATUSES,
@@ -1120,11 +1121,20 @@ def test_a_pt_br_submission_gets_the_english_points_and_portuguese_feedback(tmp_
         assert (pt.status, pt.points, pt.checks, pt.hidden) == (en.status, en.points, en.checks, en.hidden)
         assert en.feedback[0].startswith("Exercise 1.1 (") and pt.feedback[0].startswith("Exercício 1.1 (")
     wrong, unanswered = rows["wrong_pt"], rows["unanswered_pt"]
+    hint = " ".join(lookup("mean-of-means").hint("pt_BR").split())  # issue 53: the visible check named it
+    assert hint.startswith("Isto parece um equívoco conhecido: uma média das médias dos microlotes.")
     assert wrong.feedback == [
         "Exercício 1.1 (0 / 2 pontos): falhou: `Exercício 1.1: incorreto - combine_means([2.0, 4.0], [10, 30]) = 3, "
         "esperado 3.5 (tolerância 1e-09) (pondere cada média pela sua contagem: 10 itens de 2.0 e 30 de 4.0)`",
+        hint.replace("_", "\\_"),
         "Exercício 1.2 (3 pontos): passou",
     ]
+    assert rows["wrong_en"].feedback[1] == " ".join(lookup("mean-of-means").hint("en").split()).replace("_", "\\_")
+    assert {k: r.misconceptions for k, r in rows.items()} == {
+        **{k: {} for k in rows},
+        "wrong_en": {"1.1": "mean-of-means"},
+        "wrong_pt": {"1.1": "mean-of-means"},
+    }
     assert rows["wrong_en"].message.startswith("1.1: Exercise 1.1: incorrect - combine_means([2.0, 4.0], [10, 30])")
     assert wrong.message.startswith("1.1: Exercício 1.1: incorreto - ")  # the student's own line, as printed
     assert unanswered.hidden == dict.fromkeys(["1.1", "1.2"], "your code raised NotImplementedError")
@@ -1145,6 +1155,22 @@ def test_a_pt_br_submission_gets_the_english_points_and_portuguese_feedback(tmp_
     table = Progress(tmp_path, judged, ["02_pytorch"], language="pt_BR").table().splitlines()
     assert table[0].split("  ")[:2] == ["exercício", "verificações aprovadas"]
     assert table[-2:] == ["total: 3 / 10 pontos em 2 exercícios", f"ausentes de {tmp_path}: 02_pytorch"]
+
+    book.write_csv(tmp_path / "gradebook.csv")  # the class view: 2 of the 6 students hold mean-of-means at 1.1
+    capsys.readouterr()
+    assert main(["misconceptions", str(tmp_path / "gradebook.csv"), "--out", str(tmp_path / "view")]) == 0
+    printed = capsys.readouterr().out.splitlines()
+    assert printed[:3] == [
+        "| check | misconception | students | of graded |",
+        "|---|---|---|---|",
+        "| 1.1 | a mean of micro-batch means (`mean-of-means`) | 2 | 6 |",
+    ], printed
+    with (tmp_path / "view" / "misconceptions.csv").open(encoding="utf-8") as f:
+        assert list(csv.reader(f)) == [
+            ["check", "misconception", "name", "students", "graded"],
+            ["1.1", "mean-of-means", "a mean of micro-batch means", "2", "6"],
+        ]
+    assert (tmp_path / "view" / "misconceptions.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
     one = dataclasses.replace(book, rows=[wrong])
     one.write_csv(tmp_path / "wrong_pt.csv")  # GitHub Classroom's gradebook of one student: its columns unchanged

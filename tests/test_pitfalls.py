@@ -10,6 +10,7 @@ import torch
 import torch.nn.functional as F
 
 from gradacc.course.checks import lesson08
+from gradacc.course.misconceptions import lookup
 from gradacc.foundations.accumulation import full_batch_gradients, max_abs_diff
 from gradacc.foundations.data import load_digits_tensors, split_micro_batches
 from gradacc.foundations.graphs import SavedTensorMeter
@@ -178,13 +179,18 @@ def _running_var_after(running_var, micro_batches, momentum):
 def test_check_8_1_passes_the_answer_and_fails_plausible_mistakes(capsys):
     lesson08.check_running_var(_running_var_after)
     assert capsys.readouterr().out == "Exercise 8.1: correct\n"
-    for wrong in (
-        lambda v, bs, m: _running_var_after(v, [b for b in bs], m) * 0 + (1 - m) * v + m * torch.cat(bs).var(0),
-        lambda v, bs, m: [v := (1 - m) * v + m * b.var(0, unbiased=False) for b in bs][-1],  # biased variance
-        lambda v, bs, m: [v := m * v + (1 - m) * b.var(0) for b in bs][-1],  # momentum the other way round
+    for wrong, named in (  # issue 53: written otherwise than the package's references, the same numbers and hint
+        (
+            lambda v, bs, m: _running_var_after(v, [b for b in bs], m) * 0 + (1 - m) * v + m * torch.cat(bs).var(0),
+            "window-statistics",
+        ),
+        (lambda v, bs, m: [v := (1 - m) * v + m * b.var(0, unbiased=False) for b in bs][-1], "biased-running-var"),
+        (lambda v, bs, m: [v := m * v + (1 - m) * b.var(0) for b in bs][-1], None),  # momentum the other way round
     ):
         lesson08.check_running_var(wrong)
-        assert capsys.readouterr().out.startswith("Exercise 8.1: incorrect - ")
+        line, _, hint = capsys.readouterr().out.partition("\n")
+        assert line.startswith("Exercise 8.1: incorrect - ")
+        assert hint == (lookup(named).hint() + "\n" if named else ""), (named, hint)
 
 
 def _grad_cache_backward(encoder, views_a, views_b, accum_steps, temperature=0.1, replay=True):

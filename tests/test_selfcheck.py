@@ -66,17 +66,20 @@ def test_a_saved_wrong_notebook_fails_its_self_check_and_says_why(saved_wrong, t
     exercise, path, _, checks = _saved_after_a_wrong_run(saved_wrong, tmp_path / "learner")
     saved = "".join(o.get("text", "") for o in exercise.cells[checks["2.1"]["index"]].outputs)
     assert saved.startswith("Exercise 2.1: incorrect - "), saved
-    reason = saved.strip().removeprefix("Exercise 2.1: incorrect - ")
+    detail, _, hint = saved.partition("\nThis looks like a known misconception: ")
+    reason = " ".join(detail.split()).removeprefix("Exercise 2.1: incorrect - ")
+    assert hint.startswith("a mean of micro-batch means."), saved  # MEAN_OF_MEANS is that misconception
     errors = [o for o in exercise.cells[checks["2.1"]["index"]].outputs if o.output_type == "error"]
     assert [(e.ename, e.traceback) for e in errors] == [
-        ("CheckFailed", [f"CheckFailed: Exercise 2.1 is not correct yet: {reason}. Fix it and run this cell again"])
-    ]  # one line in JupyterLab, no traceback (IPython's _render_traceback_)
+        ("CheckFailed", ["CheckFailed: Exercise 2.1: incorrect, see above"])
+    ]
+    # one short line in JupyterLab, no traceback (IPython's _render_traceback_): the detail is printed once, above
 
     run = run_nbval(path)  # the README's command: strict nbval on the learner's saved file
     assert run.returncode == 1
     assert run.failed_cells == [checks["2.1"]["code_index"]], run.output[-3000:]  # 2.2 is right and passes
     # the terminal names the exercise and gives the reason first, with no colour codes in a pipe
-    assert f"Exercise 2.1 is not correct yet: {reason}" in run.output
+    assert f"Exercise 2.1: incorrect - {reason} This looks like a known misconception: a mean" in run.output
     # the check named as the learner sees it: nbval's code-cell index, the check, and JupyterLab's "Cell K/T"
     where = f"check 2.1, cell {checks['2.1']['index'] + 1}/{len(exercise.cells)} in JupyterLab"
     assert f"::Cell {checks['2.1']['code_index']} ({where})" in run.output, run.output[-3000:]

@@ -30,7 +30,7 @@ from urllib.parse import unquote, urlparse
 import nbformat
 import pytest
 from conftest import ROOT, record_measurement
-from test_browser import ARTIFACTS, CHROMIUM_ARGS, ensure_chromium
+from test_browser import ARTIFACTS, CHROMIUM_ARGS, _quiz_option, ensure_chromium
 
 from gradacc.course.badges import read_repository
 from gradacc.course.notebooks import BEGIN, END
@@ -166,12 +166,23 @@ def served(site) -> dict:
                 "code": cell.locator(".cell_input").inner_text(),
                 "figure": cell.locator(".cell_output img").evaluate("i => [i.naturalWidth, i.naturalHeight]"),
             }
+            quiz = {}  # issue 53: lesson 03's questions answer on the page, in each edition, with no kernel
+            for edition, lang in (("", "en"), (PT, "pt_BR")):
+                reading["page"] = f"{edition}lessons/03_memory.html (its questions)"
+                page.goto(f"{base}/{edition}lessons/03_memory.html", wait_until="load")
+                box = page.locator(f"#gradaccQuiz03{lang}")
+                box.locator("label.MCButton").first.wait_for(timeout=30_000)
+                choice, says = _quiz_option("what-n-divides", "peak-divided-by-n", lang)
+                box.locator("label.MCButton", has_text=choice).click()
+                shown = box.locator(".Feedback.incorrect").first.inner_text()
+                static = page.locator(f"#gradaccQuiz03{lang}-static").is_visible()  # the no-script copy, hidden
+                quiz[lang] = {"questions": box.locator(".Quiz").count(), "shown": shown, "says": says, "static": static}
             browser.close()
     finally:
         server.shutdown()
     record_measurement(f"website: chromium read {len(pages)} pages and searched in {time.perf_counter() - start:.1f} s")
     return {"base": base, "pages": seen, "wide": wide, "errors": errors, "search": search, "search_pt": search_pt,
-            "explorer": explorer, "blocked": blocked, "failed": failed}  # fmt: skip
+            "explorer": explorer, "quiz": quiz, "blocked": blocked, "failed": failed}  # fmt: skip
 
 
 @pytest.mark.slow
@@ -277,6 +288,16 @@ def test_every_page_loads_without_a_console_error_and_shows_its_whole_contents_c
            for path, info in pages.items() if info["contents"]}  # fmt: skip
     assert cut == {}, cut
     assert served["pages"]["lessons/10_stacks.html"]["contents"] == 0  # measured, not skipped: the column is shown
+
+
+@pytest.mark.browser
+def test_a_lessons_questions_answer_on_the_site_in_both_languages(served):
+    """Issue 53: the stored quiz output works on the website with no kernel and no network (the pages' tests above
+    assert no request left the site and no console error): a wrong choice shows its misconception's name and why,
+    in English and in Portuguese."""
+    for lang, quiz in served["quiz"].items():
+        assert quiz["questions"] == 3 and quiz["says"] in quiz["shown"] and not quiz["static"], (lang, quiz)
+    assert served["quiz"]["pt_BR"]["shown"].startswith("Não exatamente: ")
 
 
 @pytest.mark.browser

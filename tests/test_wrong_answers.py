@@ -28,6 +28,8 @@ import pytest
 from conftest import ROOT
 
 from gradacc.course.checks.lesson07 import epoch_on_ranks
+from gradacc.course.checks.mistakes import references
+from gradacc.course.misconceptions import WIDTH, lookup
 from gradacc.grading.discover import load_hidden
 from gradacc.grading.merge import HIDDEN_PREAMBLE
 from gradacc.grading.outputs import same_output
@@ -40,6 +42,7 @@ SEEDS = range(1, 11)
 and mistake, 372 s of test time in all at 20 (the six costliest groups, fresh-clone run of 2026-12-06); the seeds beyond
 rest on the ``REPLAYED_SEEDS`` tests below."""
 _CELL = re.compile(r"^# %% (\d+\.\d+) (.+)$", re.MULTILINE)
+_MISCONCEPTION = re.compile(r"^# misconception: ([a-z0-9-]+)$", re.MULTILINE)
 
 
 @dataclass(frozen=True)
@@ -48,6 +51,13 @@ class Mistake:
     name: str  # what the learner got wrong
     source: str  # the learner's solution cell
     where: str  # "tests/wrong_answers/02_pytorch.py:12"
+
+    @property
+    def misconception(self) -> str | None:
+        """The catalogued misconception the visible check must name for this answer (the cell's ``# misconception:
+        <id>`` line), or ``None``: the check must name none."""
+        found = _MISCONCEPTION.search(self.source)
+        return found[1] if found else None
 
 
 @dataclass(frozen=True)
@@ -201,9 +211,40 @@ def test_the_reference_solution_passes_its_visible_check(check):
 
 @pytest.mark.parametrize("mistake", MISTAKES, ids=[f"{m.check} {m.name}" for m in MISTAKES])
 def test_the_visible_check_rejects_the_mistake(mistake):
-    line = visible_output(mistake.check, define(mistake.check, mistake.source, mistake.name))
-    print(f"{mistake.where}: {line.strip()}")
-    assert line.startswith(f"Exercise {mistake.check}: incorrect - ") and line.count("\n") == 1, line
+    """The visible check says ``incorrect`` with its detail (once, wrapped at word boundaries) and, when the cell's
+    ``# misconception:`` line names one, exactly that misconception's hint after it; no hint when it names none (an
+    answer with a mistake the check does not recognise is never given another's hint)."""
+    out = visible_output(mistake.check, define(mistake.check, mistake.source, mistake.name))
+    print(f"{mistake.where}: {out.strip()}")
+    detail, _, hint = out.partition("\nThis looks like a known misconception: ")
+    assert detail.startswith(f"Exercise {mistake.check}: incorrect - "), out
+    assert "\n" not in detail.rstrip("\n"), "one line outside a notebook (wrapped in one: test_checks_0102)"
+    assert all(len(line) <= WIDTH or " " not in line.strip() for line in hint.splitlines()), out
+    if mistake.misconception is None:
+        assert not hint, f"{mistake.where} names no misconception, but the check printed a hint: {out}"
+    else:
+        assert mistake.misconception in dict(references(mistake.check)), (
+            f"{mistake.where}: check {mistake.check} has no reference of {mistake.misconception}"
+        )
+        assert out == f"{detail}\n{lookup(mistake.misconception).hint()}\n", (
+            f"{mistake.where}: expected the hint of {mistake.misconception}, got {out}"
+        )
+
+
+def test_the_share_of_the_corpus_each_check_names():
+    """Per check: how many corpus mistakes name a catalogued misconception (each such one gets its hint, by the
+    test above), and every misconception a check recognises is named by at least one corpus mistake."""
+    shares = {}
+    for check in _checks():
+        mistakes = [m for m in MISTAKES if m.check == check]
+        named = [m for m in mistakes if m.misconception]
+        shares[check] = f"{len(named)}/{len(mistakes)}"
+        recognised = {misconception for misconception, _ in references(check)}
+        assert recognised <= {m.misconception for m in named}, f"{check}: a reference no corpus mistake names"
+    print("corpus mistakes named per check:", shares)
+    named = sum(m.misconception is not None for m in MISTAKES)
+    print(f"in all: {named} of {len(MISTAKES)} corpus mistakes get a misconception's hint")
+    assert named >= len(MISTAKES) // 4
 
 
 @functools.cache

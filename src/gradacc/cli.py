@@ -22,6 +22,7 @@ SUBCOMMANDS: dict[str, tuple[str, ...]] = {
     "gradacc.grading.classroom": ("classroom",),
     "gradacc.grading.shards": ("grade-merge", "grade-shards"),
     "gradacc.grading.progress": ("progress",),
+    "gradacc.grading.misconceptions": ("misconceptions",),
     "gradacc.grading.similarity": ("similarity",),
     "gradacc.memory.bench": ("bench",),
 }

@@ -8,6 +8,7 @@ exercise's own import cell. Every one must lose check X.Y in the visible check a
 
 
 # %% 2.1 the mean loss of each micro-batch divided by the number of micro-batches (a mean of means)
+# misconception: mean-of-means
 def accumulation_window(model, optimizer, micro_batches):
     total = 0.0
     for inputs, labels in micro_batches:
@@ -20,6 +21,7 @@ def accumulation_window(model, optimizer, micro_batches):
 
 
 # %% 2.1 dividing twice: the sum over the window's items, then by the number of micro-batches again
+# misconception: divided-twice
 def accumulation_window(model, optimizer, micro_batches):
     items = sum(len(labels) for _, labels in micro_batches)
     total = 0.0
@@ -33,6 +35,7 @@ def accumulation_window(model, optimizer, micro_batches):
 
 
 # %% 2.1 an optimizer step after every micro-batch
+# misconception: step-every-micro-batch
 def accumulation_window(model, optimizer, micro_batches):
     items = sum(len(labels) for _, labels in micro_batches)
     total = 0.0
@@ -46,6 +49,7 @@ def accumulation_window(model, optimizer, micro_batches):
 
 
 # %% 2.2 the short last window dropped
+# misconception: last-window-dropped
 def train_epoch(model, optimizer, scheduler, batches, accum_steps):
     losses, window = [], []
     for batch in batches:
@@ -66,6 +70,7 @@ def train_epoch(model, optimizer, scheduler, batches, accum_steps):
 
 
 # %% 2.2 the scheduler stepped on every micro-step
+# misconception: scheduler-every-micro-step
 def train_epoch(model, optimizer, scheduler, batches, accum_steps):
     losses, window = [], []
 
@@ -92,6 +97,7 @@ def train_epoch(model, optimizer, scheduler, batches, accum_steps):
 
 
 # %% 2.2 zero_grad on every micro-step (only the last micro-batch's gradient is left)
+# misconception: zero-grad-every-micro-step
 def train_epoch(model, optimizer, scheduler, batches, accum_steps):
     losses, window = [], []
 
@@ -118,6 +124,7 @@ def train_epoch(model, optimizer, scheduler, batches, accum_steps):
 
 
 # %% 2.2 every window divided by a full window's items (the short last window too)
+# misconception: full-window-divisor
 def train_epoch(model, optimizer, scheduler, batches, accum_steps):
     losses, window = [], []
     full_items = accum_steps * len(batches[0][1])
@@ -144,6 +151,7 @@ def train_epoch(model, optimizer, scheduler, batches, accum_steps):
 
 
 # %% 2.2 items = the window's micro-batches x the first micro-batch's size (as if every micro-batch were full)
+# misconception: full-micro-batch-divisor
 def train_epoch(model, optimizer, scheduler, batches, accum_steps):
     losses, window = [], []
 

@@ -9,6 +9,7 @@ exercise's own import cell. Every one must lose check X.Y in the visible check a
 
 
 # %% 3.1 the whole effective batch's activations (N forgotten)
+# misconception: whole-batch-activations
 def micro_batch_activation_mib(activation_mib_per_sample, effective_batch_size, accum_steps):
     if accum_steps < 1 or effective_batch_size % accum_steps:
         raise ValueError(f"{effective_batch_size} samples cannot be split into {accum_steps} equal micro-batches")

@@ -8,6 +8,7 @@ exercise's own import cell. Every one must lose check X.Y in the visible check a
 
 
 # %% 4.1 the gradient clipped on every micro-step, not once per window
+# misconception: clip-every-micro-step
 def train_epoch(accelerator, model, optimizer, loader, max_norm):
     for inputs, labels in loader:
         with accelerator.accumulate(model):
@@ -20,6 +21,7 @@ def train_epoch(accelerator, model, optimizer, loader, max_norm):
 
 
 # %% 4.1 dividing twice: the loss divided by N by hand (accelerator.backward divides already)
+# misconception: accelerate-divides-already
 def train_epoch(accelerator, model, optimizer, loader, max_norm):
     accum_steps = accelerator.gradient_accumulation_steps
     for inputs, labels in loader:
@@ -33,6 +35,7 @@ def train_epoch(accelerator, model, optimizer, loader, max_norm):
 
 
 # %% 4.2 a short window scaled by 1 (as if every window were full)
+# misconception: full-window-divisor
 def window_loss_scale(batch_index, n_batches, accum_steps):
     return 1.0
 

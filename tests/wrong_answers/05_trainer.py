@@ -8,6 +8,7 @@ exercise's own import cell. Every one must lose check X.Y in the visible check a
 
 
 # %% 5.1 no label shift: the token at t predicts itself
+# misconception: no-label-shift
 def causal_lm_loss(outputs, labels, num_items_in_batch=None):
     logits = outputs["logits"]
     loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), labels.reshape(-1), reduction="sum")
@@ -17,6 +18,7 @@ def causal_lm_loss(outputs, labels, num_items_in_batch=None):
 
 
 # %% 5.1 num_items_in_batch ignored: the mean over this micro-batch's tokens
+# misconception: num-items-ignored
 def causal_lm_loss(outputs, labels, num_items_in_batch=None):
     logits = outputs["logits"][:, :-1, :]
     targets = labels[:, 1:]
@@ -24,6 +26,7 @@ def causal_lm_loss(outputs, labels, num_items_in_batch=None):
 
 
 # %% 5.1 the padding counted when Trainer gives no count
+# misconception: padding-counted
 def causal_lm_loss(outputs, labels, num_items_in_batch=None):
     logits = outputs["logits"][:, :-1, :]
     targets = labels[:, 1:]
@@ -36,11 +39,13 @@ def causal_lm_loss(outputs, labels, num_items_in_batch=None):
 
 
 # %% 5.2 a plain Trainer (its default loss)
+# misconception: num-items-ignored
 def make_fixed_trainer(model, args, train_dataset, data_collator):
     return Trainer(model=model, args=args, train_dataset=train_dataset, data_collator=data_collator)
 
 
 # %% 5.2 a compute_loss_func that takes each micro-batch's mean (num_items_in_batch ignored)
+# misconception: num-items-ignored
 def make_fixed_trainer(model, args, train_dataset, data_collator):
     def mean_loss(outputs, labels, num_items_in_batch=None):
         return F.cross_entropy(outputs["logits"], labels)
@@ -51,6 +56,7 @@ def make_fixed_trainer(model, args, train_dataset, data_collator):
 
 
 # %% 5.2 dividing twice: by num_items_in_batch and by the accumulation steps
+# misconception: divided-twice
 def make_fixed_trainer(model, args, train_dataset, data_collator):
     def sum_over_window(outputs, labels, num_items_in_batch=None):
         loss = F.cross_entropy(outputs["logits"], labels, reduction="sum")

@@ -8,6 +8,7 @@ exercise's own import cell. Every one must lose check X.Y in the visible check a
 
 
 # %% 6.1 the mean of the micro-batch means (each divided by its own real items)
+# misconception: mean-of-means
 def accumulate_scan(params, x, y, accum_steps):
     xs = x.reshape(accum_steps, -1, *x.shape[1:])
     ys = y.reshape(accum_steps, -1)
@@ -24,6 +25,7 @@ def accumulate_scan(params, x, y, accum_steps):
 
 
 # %% 6.1 the padding rows counted as items
+# misconception: padding-counted
 def accumulate_scan(params, x, y, accum_steps):
     xs = x.reshape(accum_steps, -1, *x.shape[1:])
     ys = y.reshape(accum_steps, -1)
@@ -62,6 +64,7 @@ def window_grads(params, micro_batches):
 
 
 # %% 6.2 the mean of the micro-batch means
+# misconception: mean-of-means
 def window_grads(params, micro_batches):
     grad_fn = jax.value_and_grad(lambda p, xb, yb: jaxacc.sum_cross_entropy(p, xb, yb) / jaxacc.count_items(yb))
     loss_sum, grad_sum = 0.0, jax.tree_util.tree_map(jnp.zeros_like, params)
@@ -74,6 +77,7 @@ def window_grads(params, micro_batches):
 
 
 # %% 6.1 the window's summed loss divided by accum_steps instead of its real items
+# misconception: divided-by-micro-batches
 def accumulate_scan(params, x, y, accum_steps):
     xs = x.reshape(accum_steps, -1, *x.shape[1:])
     ys = y.reshape(accum_steps, -1)

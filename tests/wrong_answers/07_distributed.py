@@ -9,11 +9,13 @@ exercise's own import cell. Every one must lose check X.Y in the visible check a
 
 
 # %% 7.1 divided by the rank's own tokens (each rank's mean; DDP then averages the means)
+# misconception: rank-own-tokens
 def token_weighted_loss(loss_sum, local_tokens, global_tokens, world_size):
     return loss_sum / local_tokens
 
 
 # %% 7.1 divided by all tokens but not multiplied by the world size (DDP's average divides again)
+# misconception: ddp-average-forgotten
 def token_weighted_loss(loss_sum, local_tokens, global_tokens, world_size):
     return loss_sum / global_tokens
 

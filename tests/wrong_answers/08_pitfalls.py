@@ -8,6 +8,7 @@ exercise's own import cell. Every one must lose check X.Y in the visible check a
 
 
 # %% 8.1 the biased variance (BatchNorm normalises with it, but its running_var keeps the unbiased one)
+# misconception: biased-running-var
 def running_var_after(running_var, micro_batches, momentum):
     for batch in micro_batches:
         running_var = (1 - momentum) * running_var + momentum * batch.var(dim=0, unbiased=False)
@@ -15,6 +16,7 @@ def running_var_after(running_var, micro_batches, momentum):
 
 
 # %% 8.1 one update with the whole window's variance (as if the micro-batches were one batch)
+# misconception: window-statistics
 def running_var_after(running_var, micro_batches, momentum):
     window = torch.cat(list(micro_batches))
     return (1 - momentum) * running_var + momentum * window.var(dim=0, unbiased=True)

@@ -7,12 +7,14 @@ exercise's own import cell. Every one must lose check X.Y in the visible check a
 
 
 # %% 10.1 every library treated as your own loop (the library's own division forgotten)
+# misconception: library-division-forgotten
 def loss_factors(library, accum_steps, item_counts, reduction):
     window_items = sum(item_counts)
     return [(n if reduction == "mean" else 1) / window_items for n in item_counts]
 
 
 # %% 10.1 Lightning and Accelerate taken to divide a short last window by its real size (as Trainer does)
+# misconception: library-short-window
 def loss_factors(library, accum_steps, item_counts, reduction):
     window_items = sum(item_counts)
     scale = {
@@ -28,6 +30,7 @@ def loss_factors(library, accum_steps, item_counts, reduction):
 
 
 # %% 10.1 Trainer taken to divide by accum_steps (the real number of micro-batches of a short window ignored)
+# misconception: library-short-window
 def loss_factors(library, accum_steps, item_counts, reduction):
     window_items = sum(item_counts)
     scale = {
@@ -43,6 +46,7 @@ def loss_factors(library, accum_steps, item_counts, reduction):
 
 
 # %% 10.1 Keras's short window given factors too (as if Keras applied it at the end of the epoch)
+# misconception: library-short-window
 def loss_factors(library, accum_steps, item_counts, reduction):
     window_items = sum(item_counts)
     scale = {
@@ -71,6 +75,7 @@ def loss_factors(library, accum_steps, item_counts, reduction):
 
 
 # %% 10.1 the reduction ignored (a summed loss treated as a mean)
+# misconception: sum-treated-as-mean
 def loss_factors(library, accum_steps, item_counts, reduction):
     window_items = sum(item_counts)
     scale = {
@@ -86,12 +91,14 @@ def loss_factors(library, accum_steps, item_counts, reduction):
 
 
 # %% 10.2 the mean loss Lightning's examples return (each micro-batch weighs 1/N, a short window divided by N)
+# misconception: mean-of-means
 def lightning_loss(module, batch, batch_idx):
     inputs, labels = batch
     return F.cross_entropy(module.model(inputs), labels)
 
 
 # %% 10.2 summed over the window's samples but Lightning's division by N not undone
+# misconception: library-division-forgotten
 def lightning_loss(module, batch, batch_idx):
     inputs, labels = batch
     n = module.trainer.accumulate_grad_batches
@@ -101,6 +108,7 @@ def lightning_loss(module, batch, batch_idx):
 
 
 # %% 10.2 Lightning's division undone with the window's real size instead of N (a short window scaled by its size / N)
+# misconception: library-short-window
 def lightning_loss(module, batch, batch_idx):
     inputs, labels = batch
     n = module.trainer.accumulate_grad_batches
@@ -110,6 +118,7 @@ def lightning_loss(module, batch, batch_idx):
 
 
 # %% 10.2 the short window fixed but micro-batches weighed equally (mean x N / real window size)
+# misconception: mean-of-means
 def lightning_loss(module, batch, batch_idx):
     inputs, labels = batch
     n = module.trainer.accumulate_grad_batches

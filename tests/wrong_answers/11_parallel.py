@@ -23,6 +23,7 @@ def window_plan(
 
 
 # %% 11.1 the global item count, but DDP's average over the ranks forgotten (no x W)
+# misconception: ddp-average-forgotten
 def count_items(micro_batches, shifts_labels):
     return [int((b["labels"][..., 1:] if shifts_labels else b["labels"]).ne(-100).sum()) for b in micro_batches]
 
@@ -42,6 +43,7 @@ def window_plan(
 
 
 # %% 11.1 the hand-written loop's habit: loss / (M x A) whatever scale_grads does (divided twice by default)
+# misconception: schedule-divides-already
 def count_items(micro_batches, shifts_labels):
     return [int((b["labels"][..., 1:] if shifts_labels else b["labels"]).ne(-100).sum()) for b in micro_batches]
 
@@ -57,6 +59,7 @@ def window_plan(
 
 
 # %% 11.1 the schedule divides by M, so the loss only by the step() calls (torchtitan's bug: a moving average)
+# misconception: scale-grads-divides-all
 def count_items(micro_batches, shifts_labels):
     return [int((b["labels"][..., 1:] if shifts_labels else b["labels"]).ne(-100).sum()) for b in micro_batches]
 
@@ -73,6 +76,7 @@ def window_plan(
 
 
 # %% 11.1 the effective batch of one rank (the data-parallel ranks forgotten)
+# misconception: one-rank-effective-batch
 def count_items(micro_batches, shifts_labels):
     return [int((b["labels"][..., 1:] if shifts_labels else b["labels"]).ne(-100).sum()) for b in micro_batches]
 
@@ -93,6 +97,7 @@ def window_plan(
 
 
 # %% 11.1 divided by the world size too (DDP already averages the ranks)
+# misconception: ddp-divides-already
 def count_items(micro_batches, shifts_labels):
     return [int((b["labels"][..., 1:] if shifts_labels else b["labels"]).ne(-100).sum()) for b in micro_batches]
 
@@ -109,6 +114,7 @@ def window_plan(
 
 
 # %% 11.1 a summed loss treated like a mean (the micro-batch's samples not divided out)
+# misconception: sum-treated-as-mean
 def count_items(micro_batches, shifts_labels):
     return [int((b["labels"][..., 1:] if shifts_labels else b["labels"]).ne(-100).sum()) for b in micro_batches]
 
@@ -124,6 +130,7 @@ def window_plan(
 
 
 # %% 11.1 a mean token loss taken as exact (each micro-batch's mean, / M x A, equal_items ignored)
+# misconception: mean-of-means
 def count_items(micro_batches, shifts_labels):
     return [int((b["labels"][..., 1:] if shifts_labels else b["labels"]).ne(-100).sum()) for b in micro_batches]
 
@@ -162,6 +169,7 @@ def window_plan(
 
 
 # %% 11.1 a summed loss taken to survive scale_grads=True with A >= 2 (each step() divides ALL of .grad again)
+# misconception: scale-grads-divides-all
 def count_items(micro_batches, shifts_labels):
     return [int((b["labels"][..., 1:] if shifts_labels else b["labels"]).ne(-100).sum()) for b in micro_batches]
 
@@ -317,6 +325,7 @@ def window_plan(
 
 
 # %% 11.2 the lesson's loop unchanged: one autocast context around every window (stale bfloat16 weights)
+# misconception: autocast-around-the-loop
 def train_bf16(model, optimizer, windows):
     with torch.autocast("cpu", dtype=torch.bfloat16):
         for window in windows:
@@ -329,6 +338,7 @@ def train_bf16(model, optimizer, windows):
 
 
 # %% 11.2 autocast per forward, but each micro-batch's mean loss (divided by its own size, not the window's)
+# misconception: mean-of-means
 def train_bf16(model, optimizer, windows):
     for window in windows:
         for inputs, labels in window:
@@ -340,6 +350,7 @@ def train_bf16(model, optimizer, windows):
 
 
 # %% 11.2 autocast per forward, but an optimizer step after every micro-batch
+# misconception: step-every-micro-batch
 def train_bf16(model, optimizer, windows):
     for window in windows:
         items = sum(len(labels) for _, labels in window)

@@ -15,7 +15,8 @@ still fails the cell, after that limit.
 metadata says ``{"gradacc": {"language": "pt_BR"}}``), whatever output the learner's saved file holds, and no other cell's stored output is
 compared (its errors still fail it): the grader judges a submission the same way. A learner who ran a wrong answer,
 saved, then fixed the code without re-running the check cell passes; a wrong answer fails at its check, whose report
-starts with the exercise's number and the check's reason (``CheckFailed``'s message), without colour codes when the
+starts with what the check cell printed: the exercise's number, the check's reason and any misconception it
+recognised (``CheckFailed`` itself says only ``see above``), without colour codes when the
 output is not a terminal.
 
 **Names a learner can find.** nbval names a cell by its index among the CODE cells (``Cell 3``); JupyterLab's status
@@ -83,16 +84,46 @@ def _judge_code_only(item, check: str | None, markup: bool, language: str = "en"
     item.cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text=line + "\n")]
     item.cell.execution_count = item.cell.execution_count or 1
     plain = item.repr_failure
+    printed = _record_printed(item)
 
     def repr_failure(excinfo, **kwargs):
         report = str(plain(excinfo, **kwargs))
-        first = next((m.group(1) for m in re.finditer(r"CheckFailed: (.+)", _ANSI.sub("", report))), None)
+        said = " ".join("".join(printed).split())  # the check's line, wrapped for JupyterLab: one line here
+        marker = line.split(":")[0] + ":"  # "Exercise 2.1:" in the notebook's language
+        first = said[said.index(marker) :] if marker in said else None
         head = first or translate(_FAILED, language).format(exercise=check)
         cell = translate(_WHERE, language).format(source=item.cell.source.strip(), where=where)
         report = f"{head}\n{cell}\n\n{report}"
         return report if markup else _ANSI.sub("", report)
 
     item.repr_failure = repr_failure
+
+
+def _record_printed(item) -> list[str]:
+    """The text the check cell prints while nbval runs it (``stream`` messages from the kernel), collected into the
+    returned list: the check's ``incorrect`` line and any misconception's hint, which the failure report puts first
+    (``CheckFailed`` itself says only ``Exercise X.Y: incorrect, see above``)."""
+    printed: list[str] = []
+    run = item.runtest
+
+    def runtest() -> None:
+        notebook = item.parent
+        receive = notebook.get_kernel_message
+
+        def recording(*args, **kwargs):
+            message = receive(*args, **kwargs)
+            if message.get("msg_type") == "stream" and message.get("content", {}).get("name") == "stdout":
+                printed.append(message["content"].get("text", ""))
+            return message
+
+        notebook.get_kernel_message = recording
+        try:
+            run()
+        finally:
+            del notebook.get_kernel_message  # the class's method again
+
+    item.runtest = runtest
+    return printed
 
 
 def pytest_collection_modifyitems(session, config, items) -> None:

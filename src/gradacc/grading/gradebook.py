@@ -7,6 +7,7 @@ The gradebook is the instructor's, in English; a student's feedback is in the la
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 from dataclasses import dataclass, field
@@ -188,6 +189,9 @@ class Row:
     sandbox: str = ""
     """how the notebook's code was isolated (``Sandbox.label``: ``bubblewrap 0.8.0, 256 MiB scratch`` or ``none``);
     empty when none of it ran (an invalid notebook, a missing file ...)"""
+    misconceptions: dict[str, str] = field(default_factory=dict)
+    """check -> the id of the misconception its visible check recognised in the answer's numbers (the check printed
+    its hint; ``gradacc.course.misconceptions``); the ``misconceptions`` column and ``gradacc misconceptions``"""
     language: str = "en"
     """the submission's language (``gradacc.i18n.notebook_language``: ``"pt_BR"`` for a notebook of the pt-BR
     edition): its check cells printed in it and its ``feedback`` lines are in it; ``message`` and ``hidden`` (the
@@ -218,12 +222,13 @@ class Gradebook:
 
     def write_csv(self, path: Path) -> None:
         """One row per (student, exercise): the fixed columns (``sandbox``: how the notebook was isolated), ``flags``,
-        ``hidden`` (each check's hidden result, as ``X.Y: passed; X.Z: your results differ ...``), then ``check X.Y``
+        ``hidden`` (each check's hidden result, as ``X.Y: passed; X.Z: your results differ ...``), ``misconceptions``
+        (``X.Y: mean-of-means; ...``: the misconception each failed visible check recognised), then ``check X.Y``
         (points earned) per check. The file is the instructor's only (``0600``) and every cell is spreadsheet-safe
         (``gradacc.grading.files.write_csv``)."""
         fixed = ["student", "exercise", "points", "max_points", "status", "message", "file", "seconds", "peak_mib",
                  "sandbox"]  # fmt: skip
-        header = fixed + ["flags", "hidden"] + [f"check {c}" for c in self.check_columns]
+        header = fixed + ["flags", "hidden", "misconceptions"] + [f"check {c}" for c in self.check_columns]
         write_csv(path, header, (self._csv_values(r) for r in self.rows))
 
     def _csv_values(self, r: Row) -> list[str]:
@@ -240,6 +245,7 @@ class Gradebook:
             r.sandbox,
             r.flags,
             "; ".join(f"{c}: {result}" for c, result in r.hidden.items()),
+            "; ".join(f"{c}: {key}" for c, key in r.misconceptions.items()),
         ] + [_num(r.checks[c]) if c in r.checks else "" for c in self.check_columns]
 
     def write_feedback(self, folder: Path) -> list[Path]:
@@ -359,8 +365,10 @@ def _check_message(check: str, captured: dict | None, stopped: bool, cell_timeou
         )
     if says_correct and len(lines) > 1:
         return Message(N_("the check printed 'correct' but also other lines (your code printed while being checked)"))
-    if own:
-        return own[0]
+    if own:  # the line, and its continuation lines (a notebook wraps a long line, indented by two spaces)
+        start = lines.index(own[0])
+        rest = itertools.takewhile(lambda line: line.startswith("  "), lines[start + 1 :])
+        return " ".join([own[0], *(line.strip() for line in rest)])
     if err:
         if err["ename"] == "KeyboardInterrupt":
             return Message(
@@ -373,6 +381,19 @@ def _check_message(check: str, captured: dict | None, stopped: bool, cell_timeou
     if captured.get("stderr"):
         return Message(N_("the check printed to stderr (a warning from your code?) instead of its one line"))
     return Message(N_("the check printed nothing (did your code redirect sys.stdout?)"))
+
+
+def misconception_of(captured: dict | None, printed: str, lang: str) -> tuple[str, str] | None:
+    """The misconception a failed visible check recognised, from what its cell printed (in ``printed``), and its
+    hint for the feedback file, in ``lang`` and on one line; ``None`` when it named none. Only the visible check's own
+    output is read: the grader computes nothing more. (The student's code runs in that kernel and could print a
+    hint itself; it would change this column only, never the points.)"""
+    from ..course.misconceptions import lookup, named_in
+
+    found = named_in((captured or {}).get("stdout", ""), printed)
+    if len(found) != 1:
+        return None
+    return found[0], " ".join(lookup(found[0]).hint(lang).split())
 
 
 def _said(text: str, lang: str) -> str:

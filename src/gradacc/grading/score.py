@@ -35,6 +35,7 @@ from .gradebook import (
     _say,
     _short,
     answer_error,
+    misconception_of,
 )
 from .journal import read_journal
 from .merge import _flags, identify, match_solutions, merge_submission
@@ -116,6 +117,9 @@ def _score(
             said = why.into(lang)
         failed = N_("Exercise {check} (0 / {points} points): failed: `{why}`")
         row.feedback.append(_say(lang, failed, check=cid, points=_num(points), why=_code(said)))
+        if not visible and (held := misconception_of(cells.get(f"check:{cid}"), printed, lang)):
+            row.misconceptions[cid] = held[0]
+            row.feedback.append(_md(held[1]))
 
     last = capture["started"][-1:] or ["?"]
     memory = any(

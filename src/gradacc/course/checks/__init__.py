@@ -22,16 +22,22 @@ from collections.abc import Callable
 from typing import Any
 
 from ...i18n import _, language
+from ..misconceptions import wrap
 
 __all__ = ["CheckFailed", "report", "run_check", "close", "grouped", "quietly", "weights_fingerprint"]
 
 
 def report(exercise: str, ok: bool, message: str = "") -> bool:
-    """Print the one line a check cell shows, in the learner's language (``gradacc.i18n``), and return ``ok``."""
+    """Print the line a check cell shows, in the learner's language (``gradacc.i18n``), and return ``ok``.
+
+    In a notebook a long ``incorrect`` line is wrapped at word boundaries (``gradacc.course.misconceptions.wrap``,
+    continuation lines indented by two spaces): JupyterLab breaks a line wider than its output area inside words.
+    Elsewhere (a terminal, a test) it stays one line."""
     if ok:
         print(_("Exercise {exercise}: correct").format(exercise=exercise))
     else:
-        print(_("Exercise {exercise}: incorrect - {problem}").format(exercise=exercise, problem=message))
+        line = _("Exercise {exercise}: incorrect - {problem}").format(exercise=exercise, problem=message)
+        print(wrap(line, "  ") if _in_notebook() else line)
     return ok
 
 
@@ -54,32 +60,42 @@ def _in_notebook() -> bool:
     return ipython is not None and ipython.get_ipython() is not None
 
 
-def run_check(exercise: str, body: Callable[[], str | None]) -> bool:
+def run_check(exercise: str, body: Callable[..., str | None]) -> bool:
     """Run ``body``; it returns ``None`` when the answer is right, else a message saying what is wrong.
 
-    Prints one line, ``Exercise X.Y: correct`` or ``Exercise X.Y: incorrect - <what is wrong>``, and nothing else: the
-    warnings raised while ``body`` runs are dropped, so the verdict cannot depend on which library version warns (torch
-    2.11's Dynamo warns "Guards may run slower on Python 3.13.0" on that one patch release). An exception raised by
-    the student's code is reported as ``incorrect`` with its type and message.
+    Prints ``Exercise X.Y: correct`` or ``Exercise X.Y: incorrect - <what is wrong>`` (wrapped at word boundaries),
+    and nothing else but, when the answer's numbers are those of exactly one known misconception of this exercise,
+    that misconception's name, why it is wrong and the lesson section that fixes it (``mistakes.recognise``: the
+    check's ``body`` takes the answer as its argument and runs again on each misconception's reference, the same
+    cases). The warnings raised while ``body`` runs are dropped, so the verdict cannot depend on which library
+    version warns (torch 2.11's Dynamo warns "Guards may run slower on Python 3.13.0" on that one patch release). An
+    exception raised by the student's code is reported as ``incorrect`` with its type and message.
 
     Raises:
-        CheckFailed: the answer is not correct and this runs in a notebook (after the line is printed).
+        CheckFailed: the answer is not correct and this runs in a notebook (after the lines are printed); its message
+            is one short line (``Exercise 2.1: incorrect, see above``): the detail is printed once.
     """
+    measured = True  # the body returned its verdict: the detail is about the answer's numbers
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             problem = body()
     except NotImplementedError:
-        problem = _("not answered yet (the answer cell still raises NotImplementedError)")
+        problem, measured = _("not answered yet (the answer cell still raises NotImplementedError)"), False
     except Exception as exc:  # the student's code failed: say how
-        problem = _("your code raised {error}: {message}").format(error=type(exc).__name__, message=exc)
-    ok = report(exercise, problem is None, problem or "")
-    if not ok and _in_notebook():
-        raise CheckFailed(
-            _("Exercise {exercise} is not correct yet: {problem}. Fix it and run this cell again").format(
-                exercise=exercise, problem=problem
-            )
+        problem, measured = (
+            _("your code raised {error}: {message}").format(error=type(exc).__name__, message=exc),
+            False,
         )
+    ok = report(exercise, problem is None, problem or "")
+    if not ok and measured:
+        from .mistakes import recognise
+
+        found = recognise(exercise, body, problem, language())
+        if found is not None:
+            print(found.hint())
+    if not ok and _in_notebook():
+        raise CheckFailed(_("Exercise {exercise}: incorrect, see above").format(exercise=exercise))
     return ok
 
 

@@ -21,7 +21,7 @@ def check_effective_batch_size(effective_batch_size: Callable[..., int]) -> None
     return value under nbval, whose kernels do not store input history).
     """
 
-    def body() -> str | None:
+    def body(effective_batch_size=effective_batch_size) -> str | None:
         for micro, steps, world in _CASES:
             call = f"effective_batch_size({micro}, {steps}, world_size={world})"
             problem = close(call, effective_batch_size(micro, steps, world_size=world), micro * steps * world, 0)

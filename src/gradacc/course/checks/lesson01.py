@@ -49,7 +49,7 @@ def check_combine_means(combine_means: Callable) -> None:
     micro-batches of unequal sizes.
     """
 
-    def body() -> str | None:
+    def body(combine_means=combine_means) -> str | None:
         problem = close("combine_means([2.0, 4.0], [10, 30])", combine_means([2.0, 4.0], [10, 30]), 3.5, 1e-9)
         if problem:
             return problem + " " + _("(weight each mean by its count: 10 items of 2.0 and 30 of 4.0)")
@@ -106,7 +106,7 @@ def check_window_token_losses(window_token_losses: Callable) -> None:
     Tested on three micro-batches of real docstrings padded to different lengths.
     """
 
-    def body() -> str | None:
+    def body(window_token_losses=window_token_losses) -> str | None:
         logits_list, labels_list = _token_windows()
         token_losses = [
             F.cross_entropy(logits.flatten(0, 1), labels.flatten(), reduction="none", ignore_index=IGNORE_INDEX)

@@ -61,7 +61,7 @@ def check_accumulation_window(accumulation_window: Callable) -> None:
     micro-batches of unequal sizes against one full-batch step, with SGD and with SGD + momentum.
     """
 
-    def body() -> str | None:
+    def body(accumulation_window=accumulation_window) -> str | None:
         cases = [((40, 40, 16), 500, dict(lr=0.3)), ((8, 8, 8, 8), 900, dict(lr=0.1, momentum=0.9)), ((5,), 1200, {})]
         for sizes, offset, sgd in cases:
             micro_batches = _window(sizes, offset)
@@ -132,7 +132,7 @@ def check_train_epoch(train_epoch: Callable) -> None:
     6; N = 1).
     """
 
-    def body() -> str | None:
+    def body(train_epoch=train_epoch) -> str | None:
         cases = [(16, 160, 4, 3), (16, 101, 3, 21), (16, 150, 4, 5), (10, 30, 1, 4)]
         for micro_batch_size, n_samples, accum_steps, seed in cases:
             batches = list(digits_loader(micro_batch_size, seed=seed, n_samples=n_samples))

@@ -61,7 +61,7 @@ def check_micro_batch_activation_mib(micro_batch_activation_mib: Callable) -> No
     batch that N does not divide, or N < 1, must raise ``ValueError``.
     """
 
-    def body() -> str | None:
+    def body(micro_batch_activation_mib=micro_batch_activation_mib) -> str | None:
         cases = [(0.0078125, 4096, 8, 4.0), (0.25, 96, 3, 8.0), (0.01, 100, 4, 0.25), (1.5, 64, 1, 96.0)]
         for per_sample, effective, n, want in cases:
             problem = close(
@@ -101,7 +101,7 @@ def check_smallest_fitting_n(smallest_fitting_n: Callable) -> None:
         )
         return smallest_fitting_accum_steps(profile, budget, candidates, effective_batch_size=effective)
 
-    def body() -> str | None:
+    def body(smallest_fitting_n=smallest_fitting_n) -> str | None:
         cases = [
             ((100.0, 0.5, 1024, 400.0), {}),  # 100 + 512 / N <= 400 -> N = 2
             ((100.0, 0.5, 1024, 164.0), {}),  # exactly 100 + 64 at N = 8: fits (<=)
@@ -150,7 +150,7 @@ def check_peak_counter(counter_class: type) -> None:
     peak must equal ``gradacc.memory.LiveStorageCounter``'s to the byte.
     """
 
-    def body() -> str | None:
+    def body(counter_class=counter_class) -> str | None:
         counter = counter_class()
         with counter:
             a = torch.ones(1024)  # 4,096 bytes
@@ -253,7 +253,7 @@ def check_peak_at(peak_at: Callable) -> None:
         ({"parameters": 16, "gradients": 16, "optimizer_state": 0, "activations": 12, "step_scratch": 0}, (1, 2, 4)),
     ]
 
-    def body() -> str | None:
+    def body(peak_at=peak_at) -> str | None:
         for breakdown, ns in cases:
             for n in ns:
                 got, want = peak_at(dict(breakdown), n), reference_peak_at(breakdown, n)
@@ -391,7 +391,7 @@ def check_peak_for_n(peak_for_n: Callable) -> None:
     teacher = timeline_pair(256, (4, 16), 1 / 16, 1 / 32, 1 / 4, **parts, step_scratch=1.5, weight_gradient=1.0)
     cases = [(real, (2, 64)), (bound, (2, 16, 256)), (teacher, (2, 32)), (flat, (2, 32))]
 
-    def body() -> str | None:
+    def body(peak_for_n=peak_for_n) -> str | None:
         for (first, second), ns in cases:
             for n in ns:
                 got, want = peak_for_n(first, second, n), reference_peak_for_n(first, second, n)

@@ -54,7 +54,7 @@ def check_train_epoch(train_epoch: Callable) -> None:
     |difference| <= 1e-6). Prints one line.
     """
 
-    def body() -> str | None:
+    def body(train_epoch=train_epoch) -> str | None:
         for accum_steps, micro, n_samples, max_norm, seed in _EPOCH_CASES:
             got = _with_accelerate(train_epoch, accum_steps, micro, n_samples, max_norm, seed)
             want = _manual(accum_steps, micro, n_samples, max_norm, seed)
@@ -115,7 +115,7 @@ def check_window_loss_scale(window_loss_scale: Callable) -> None:
     N=4, whose weights must match ``train_accumulated`` (max |difference| <= 1e-6). Prints one line.
     """
 
-    def body() -> str | None:
+    def body(window_loss_scale=window_loss_scale) -> str | None:
         for n_batches, accum_steps in _SCALE_CASES:
             for index in range(n_batches):
                 call = f"window_loss_scale({index}, {n_batches}, {accum_steps})"

@@ -90,7 +90,7 @@ def check_causal_lm_loss(causal_lm_loss: Callable) -> None:
     Prints one line.
     """
 
-    def body() -> str | None:
+    def body(causal_lm_loss=causal_lm_loss) -> str | None:
         logits, labels, counts = _loss_cases()
         for count in counts:
             shown = f"tensor({int(count)})" if torch.is_tensor(count) else count
@@ -166,7 +166,7 @@ def check_fixed_trainer(make_fixed_trainer: Callable) -> None:
     (update ratio within 1e-4 of 1, max |weight difference| <= 1e-6). Prints one line.
     """
 
-    def body() -> str | None:
+    def body(make_fixed_trainer=make_fixed_trainer) -> str | None:
         from ...frameworks.trainer import tiny_bert_classifier, update_ratio
 
         tokenizer = _classifier_setup()[0]

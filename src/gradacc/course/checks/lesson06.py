@@ -74,7 +74,7 @@ def check_scan_accumulation(accumulate: Callable) -> None:
     program must contain a ``scan`` (a Python loop is unrolled instead).
     """
 
-    def body() -> str | None:
+    def body(accumulate=accumulate) -> str | None:
         cases = [
             (_("3 layers, N=4, 13 padding rows"), 1, (12, 20, 16, 5), 48, 35, 4),
             (_("2 layers, N=8, no padding"), 2, (64, 32, 10), 64, 64, 8),
@@ -131,7 +131,7 @@ def check_unequal_window(window_grads: Callable) -> None:
     there by accumulating: no matrix product may see the window's total row count (``matmul_shapes``).
     """
 
-    def body() -> str | None:
+    def body(window_grads=window_grads) -> str | None:
         cases = [
             (_("micro-batches of sizes {sizes}").format(sizes="5, 40, 17"), 5, (12, 20, 5), (5, 40, 17)),
             (_("micro-batches of sizes {sizes}").format(sizes="40, 40, 5"), 6, (12, 20, 5), (40, 40, 5)),

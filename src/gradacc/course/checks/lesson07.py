@@ -61,7 +61,7 @@ def check_token_weighted_loss(token_weighted_loss: Callable[..., torch.Tensor]) 
     tolerance 1e-9). Prints ``Exercise 7.1: correct`` or what went wrong; returns ``None``.
     """
 
-    def body() -> str | None:
+    def body(token_weighted_loss=token_weighted_loss) -> str | None:
         for seed, counts in enumerate(_TOKEN_CASES):
             world, total = len(counts), sum(counts)
             w, features = _rank_losses(counts, seed)
@@ -153,7 +153,9 @@ def check_allreduces_per_window(train_epoch_ddp: Callable[..., object]) -> None:
             count=len(case["sizes"][0]), accum_steps=case["accum_steps"]
         )
 
-    run_check("7.2", lambda: _judge_on_ranks(train_epoch_ddp, _ALLREDUCE_CASES, where, judge))
+    run_check(
+        "7.2", lambda train_epoch_ddp=train_epoch_ddp: _judge_on_ranks(train_epoch_ddp, _ALLREDUCE_CASES, where, judge)
+    )
 
 
 def _code_names(code) -> set[str]:
@@ -278,4 +280,6 @@ def check_epoch_weights(train_epoch_ddp: Callable[..., object]) -> None:
             first=sizes[0], second=sizes[1], accum_steps=case["accum_steps"]
         )
 
-    run_check("7.3", lambda: _judge_on_ranks(train_epoch_ddp, _RANK_CASES, where, judge))
+    run_check(
+        "7.3", lambda train_epoch_ddp=train_epoch_ddp: _judge_on_ranks(train_epoch_ddp, _RANK_CASES, where, judge)
+    )

@@ -50,7 +50,7 @@ def check_running_var(running_var_after: Callable[..., torch.Tensor]) -> None:
     sizes, several momenta). Prints ``Exercise 8.1: correct`` or what went wrong; returns ``None``.
     """
 
-    def body() -> str | None:
+    def body(running_var_after=running_var_after) -> str | None:
         for features, sizes, momentum, seed in _BN_CASES:
             start, micro_batches, want = _bn_case(features, sizes, momentum, seed)
             got = running_var_after(start.clone(), [b.clone() for b in micro_batches], momentum)
@@ -139,7 +139,7 @@ def check_grad_cache_gradient(grad_cache_backward: Callable[..., float]) -> None
     ``Exercise 8.2: correct`` or what went wrong; returns ``None``.
     """
 
-    def body() -> str | None:
+    def body(grad_cache_backward=grad_cache_backward) -> str | None:
         for seed, (n, accum_steps, hidden, temperature, start, dropout) in enumerate(_GC_CASES):
             encoder, views_a, views_b = _gc_setup(n, hidden, start, seed, dropout)
             if dropout:
@@ -204,7 +204,7 @@ def check_grad_cache_memory(grad_cache_backward: Callable[..., float]) -> None:
     or what went wrong; returns ``None``.
     """
 
-    def body() -> str | None:
+    def body(grad_cache_backward=grad_cache_backward) -> str | None:
         for seed, (n, accum_steps, hidden, temperature, start) in enumerate(_GC_MEMORY_CASES):
             encoder, views_a, views_b = _gc_setup(n, hidden, start, seed)
             _loss, want, full_peak = _full_batch(encoder, views_a, views_b, temperature)

@@ -114,7 +114,7 @@ def check_sync_plan(sync_plan: Callable) -> None:
     wrong; returns ``None``.
     """
 
-    def body() -> str | None:
+    def body(sync_plan=sync_plan) -> str | None:
         for case in _PLAN_CASES:
             p, w, n, peak, budget, bw = case
             where = _("{gib} GiB of gradients, {ranks} ranks, N = {n}, peak {peak} MiB, budget {budget} MiB").format(
@@ -236,7 +236,7 @@ def check_micro_step(micro_step: Callable) -> None:
     correct`` or what went wrong; returns ``None``.
     """
 
-    def body() -> str | None:
+    def body(micro_step=micro_step) -> str | None:
         problems = (_graph_problem(micro_step), *(_step_problem(micro_step, *case) for case in _STEP_CASES))
         return next((p for p in problems if p), None) or _nonfinite_problem(micro_step)
 

@@ -160,7 +160,7 @@ def check_loss_factors(loss_factors: Callable) -> None:
     short one). Prints ``Exercise 10.1: correct`` or what went wrong; returns ``None``.
     """
 
-    def body() -> str | None:
+    def body(loss_factors=loss_factors) -> str | None:
         for library, n, counts, reduction in _FACTOR_CASES:
             where = _("{library}, accum_steps={n}, a window of {counts} items, {reduction} loss").format(
                 library=library, n=n, counts=list(counts), reduction=repr(reduction)
@@ -224,7 +224,7 @@ def check_lightning_loss(lightning_loss: Callable) -> None:
     ``Exercise 10.2: correct`` or what went wrong; returns ``None``.
     """
 
-    def body() -> str | None:
+    def body(lightning_loss=lightning_loss) -> str | None:
         for sizes, n, seed, start in _LIGHTNING_CASES:
             got = lightning_window_grads(lightning_loss, sizes, n, seed=seed, start=start)
             want = full_window_grads(sizes, n, seed=seed, start=start)

@@ -230,7 +230,7 @@ def check_window_plan(window_plan: Callable, count_items: Callable) -> None:
     ``Exercise 11.1: correct`` or what went wrong; returns ``None``.
     """
 
-    def body() -> str | None:
+    def body(window_plan=window_plan, count_items=count_items) -> str | None:
         error = _count_error(count_items)
         if error:
             return error
@@ -302,7 +302,7 @@ def check_train_bf16(train_bf16: Callable) -> None:
     returns ``None``.
     """
 
-    def body() -> str | None:
+    def body(train_bf16=train_bf16) -> str | None:
         for seed, hidden, sizes, start in _BF16_CASES:
             where = _("windows of {sizes} digits").format(sizes=[list(w) for w in sizes])
             reference = make_digits_model(seed=seed, hidden=hidden)

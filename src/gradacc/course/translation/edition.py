@@ -36,6 +36,7 @@ from urllib.parse import quote, unquote
 import nbformat
 
 from ...i18n import N_
+from .. import quiz
 from ..badges import BADGES_ID, BADGES_TEXT, NAV_ID, Repository, badges_markdown, read_repository
 from ..notebooks import HOW_TO_CHECK, HOW_TO_CHECK_ID, _dump, generate_exercise, how_to_check
 from .catalogs import DOMAIN, EDITION, LANGUAGE, catalog_path, read_catalog, sources, string_sources
@@ -182,6 +183,8 @@ class Edition:
         self.sources = sources(root)
         self.package = read_catalog(catalog_path(root, DOMAIN))
         self.messages = MessageCatalog(printed_messages(self.package))
+        finished = finished_messages(self.package)
+        self.say = lambda text: finished.get(text, text)  # a package message in the edition's language (the quiz's)
         self.translations, self.known = {}, {}
         for source in self.sources:
             catalog = [e for e in read_catalog(catalog_path(root, source)) or () if not e.obsolete]
@@ -331,7 +334,7 @@ class Edition:
                 cell.source, templates = self.code_and_templates(source, cell.source, cell.id)
                 if not setup_done and _GRADACC_IMPORT.search(cell.source):
                     cell.source, setup_done = SETUP_CODE + cell.source, True
-                cell.outputs = self.outputs(source, cell, cell.outputs, templates)
+                cell.outputs = quiz.translate_outputs(self.outputs(source, cell, cell.outputs, templates), self.say, LANGUAGE)
         if not setup_done:
             raise ValueError(f"{source}: no code cell imports gradacc, so none can set the language (SETUP_CODE)")
         nb.metadata.setdefault("gradacc", {})["language"] = LANGUAGE

@@ -1,0 +1,280 @@
+"""The "Check your understanding" questions of lessons 06-11 (``bank`` holds 01-05; ``model`` the helpers)."""
+
+from __future__ import annotations
+
+from ...i18n import N_
+from .model import choice, number
+
+LESSON_06 = [
+    choice(
+        "06",
+        "apply-every",
+        N_(
+            "`optax.chain(optax.sgd(lr), optax.apply_every(4))` against `optax.MultiSteps(optax.sgd(lr), 4)`: what does "
+            "`apply_every` add up over the 4 calls?"
+        ),
+        N_("The updates: SGD's step on each micro-batch, so 4 times the `MultiSteps` update"),
+        N_(
+            "`apply_every` sums what the chain before it returns, the updates, and the optimizer runs on every call "
+            "(the lesson: 4.000x with SGD, Adam's count 4 after one window). `MultiSteps` adds the gradients and "
+            "steps once."
+        ),
+        (N_("The gradients, as `optax.MultiSteps` does"), "apply-every-accumulates"),
+    ),
+    number(
+        "06",
+        "short-micro-batch",
+        N_(
+            "Micro-batches hold 64, 64, 64 and 16 real samples (208 in all). `optax.MultiSteps` averages the micro-batch "
+            "means: how many times too heavy is a sample of the short micro-batch?"
+        ),
+        3.25,
+        N_(
+            "It weighs 1/4 x 1/16 = 1/64 instead of 1/208: 208 / 64 = 3.25 times too much. Sum the gradients and the "
+            "counts, and divide once."
+        ),
+        (1, "mean-of-means"),
+    ),
+    choice(
+        "06",
+        "python-loop",
+        N_("Inside `jax.jit`, what does a Python for loop over N micro-batches compile to?"),
+        N_("N copies of the micro-step: the program grows with N"),
+        N_(
+            "`jit` traces the loop by running it, so each iteration is written into the program (40 matrix products "
+            "at N = 8 in the lesson, 5 with `lax.scan`)."
+        ),
+        (N_("One micro-step, run N times, as `lax.scan` does"), "loop-compiled-once"),
+    ),
+]
+
+LESSON_07 = [
+    number(
+        "07",
+        "effective-batch",
+        N_("`micro_batch_size = 8`, `accum_steps = 4`, 2 DDP processes: how many samples does one optimizer step see?"),
+        64,
+        N_(
+            "`micro_batch_size` x `accum_steps` x `world_size` = 8 x 4 x 2 = 64; the lesson's two processes match one "
+            "process's full-batch step of 64 digits."
+        ),
+        (32, "world-size-forgotten"),
+        (16, "accum-steps-forgotten"),
+        digits=2,
+    ),
+    number(
+        "07",
+        "all-reduces",
+        N_(
+            "With `no_sync()` around the forward and backward pass of the first N - 1 micro-steps, N = 4, how many "
+            "gradient all-reduces does a window make?"
+        ),
+        1,
+        N_("Only the window's last micro-step synchronizes; the weights are the same as with 4 all-reduces."),
+        (4, "sync-every-micro-step"),
+        (0, "no-sync-every-micro-step"),
+        digits=2,
+    ),
+    choice(
+        "07",
+        "forward-inside",
+        N_("What must be inside the `no_sync()` context for DDP to skip the all-reduce?"),
+        N_("The forward pass and `backward()`"),
+        N_(
+            "DDP prepares its all-reduce in `forward()`, so a forward pass outside the context still synchronizes; "
+            "in the lesson, `backward()` alone inside left 4 all-reduces per window."
+        ),
+        (N_("`backward()` alone"), "no-sync-backward-only"),
+    ),
+    choice(
+        "07",
+        "token-divisor",
+        N_(
+            "Rank 0 holds 5 label tokens and rank 1 holds 15. What should each rank divide its summed token loss by "
+            "before `backward()`?"
+        ),
+        N_("The all-reduced count, 20, divided by `world_size`: DDP averages the ranks"),
+        N_(
+            "DDP's average divides the summed gradients by `world_size` again, so dividing by 20 / 2 leaves every "
+            "token weighing 1/20."
+        ),
+        (N_("Its own token count: 5 on rank 0, 15 on rank 1"), "rank-own-tokens"),
+        (N_("20, the all-reduced count"), "ddp-average-forgotten"),
+    ),
+]
+
+LESSON_08 = [
+    choice(
+        "08",
+        "which-norm",
+        N_("In training mode, which layer makes the accumulated gradient differ from the full batch's?"),
+        N_("BatchNorm"),
+        N_(
+            "BatchNorm normalizes with its micro-batch's statistics, so a sample's loss depends on the others of its "
+            "micro-batch (4.0e-02 in the lesson); LayerNorm and GroupNorm work per sample and match."
+        ),
+        (N_("None: accumulation always gives the full batch's gradient"), "every-layer-like-big-batch"),
+    ),
+    number(
+        "08",
+        "negatives",
+        N_(
+            "An InfoNCE loss with in-batch negatives, an effective batch of 64 in micro-batches of 16: how many "
+            "negatives does each sample see?"
+        ),
+        15,
+        N_("The negatives are the other samples of the same forward pass: 16 - 1 = 15, not 63."),
+        (63, "negatives-from-whole-batch"),
+        digits=2,
+    ),
+    choice(
+        "08",
+        "summed-losses",
+        N_(
+            "Summing the window's 4 losses and calling `backward()` once: what changes against `backward()` on each "
+            "micro-batch?"
+        ),
+        N_("The same gradient, with 4 micro-batches' activations alive at once"),
+        N_(
+            "Each loss keeps its graph until `backward()`; the lesson measures 4.00 x one micro-batch's saved "
+            "activations."
+        ),
+        (N_("Nothing: the same gradient and the same memory"), "summed-losses-free"),
+    ),
+    choice(
+        "08",
+        "gradcache",
+        N_(
+            "GradCache re-runs each chunk to back-propagate the cached gradients. With dropout, what must the re-run "
+            "do?"
+        ),
+        N_("Replay the first pass's random numbers"),
+        N_(
+            "Only the same masks give the gradient of the loss that was reported; in the lesson a re-run without "
+            "`RandContext` was 81 % off."
+        ),
+        (N_("Nothing special: the reported loss is right"), "no-rng-replay"),
+    ),
+]
+
+LESSON_09 = [
+    choice(
+        "09",
+        "traffic",
+        N_(
+            "FSDP2 with N = 4: `set_requires_gradient_sync(False)` until the last micro-step. What does it save per "
+            "optimizer step?"
+        ),
+        N_("N - 1 of the N reduce-scatters; the all-gathers stay"),
+        N_(
+            "The parameters are still all-gathered in every micro-step (40 all-gathers either way in the lesson), so "
+            "the traffic falls, but never N-fold."
+        ),
+        (N_("N - 1 of every N collectives: N times less traffic"), "reduce-scatters-only"),
+    ),
+    choice(
+        "09",
+        "memory-cost",
+        N_("What does the boundary setting hold between micro-steps that the default does not?"),
+        N_("The rest of the unsharded gradient: (W - 1) / W of it"),
+        N_(
+            "It keeps the whole gradient (3.15 MiB in the lesson) where the default keeps its shard (1.58 MiB at "
+            "W = 2)."
+        ),
+        (N_("One more shard of the gradient"), "boundary-one-more-shard"),
+    ),
+    choice(
+        "09",
+        "compile",
+        N_("Which part of the micro-step should `torch.compile` compile?"),
+        N_("The forward pass and the loss; `backward()`, the check and the logging outside"),
+        N_("Compiled that way the lesson's micro-step gives 1 graph and 0 breaks, and the eager loop's weights."),
+        (N_("The whole micro-step, `backward()` and `loss.item()` included"), "compile-whole-micro-step"),
+    ),
+]
+
+LESSON_10 = [
+    number(
+        "10",
+        "lightning-weight",
+        N_(
+            "Micro-batches of 6, 2, 5 and 3 items in a window of N = 4, each loss the micro-batch's mean. What weight "
+            "does Lightning give the first micro-batch in the update?"
+        ),
+        0.25,
+        N_(
+            "Lightning counts micro-batches and divides each mean by N, so every micro-batch weighs 1/4, where its "
+            "items say 6/16 = 0.375."
+        ),
+        (0.375, "library-as-own-loop"),
+        digits=3,
+    ),
+    number(
+        "10",
+        "keras-short",
+        N_(
+            "Six micro-batches at N = 4 with Keras's `optimizer(gradient_accumulation_steps=4)`: what weight does the "
+            "short last window of 2 micro-batches get in an update?"
+        ),
+        0,
+        N_(
+            "Keras applies the accumulated gradient on every 4th call only; the 2 micro-batches of the short window "
+            "are never applied (right: 1, Lightning: 0.5)."
+        ),
+        (0.5, "library-short-window"),
+        (1, "library-as-own-loop"),
+        digits=2,
+    ),
+    choice(
+        "10",
+        "three-questions",
+        N_("Before trusting a library's accumulation, what should you measure?"),
+        N_("What it counts, who divides and by what, and when it steps"),
+        N_("Each bug of the lesson is one of these choices made wrongly; the weight probe shows all three."),
+        (N_("Nothing: a library's knob does what your loop does"), "library-as-own-loop"),
+    ),
+]
+
+LESSON_11 = [
+    choice(
+        "11",
+        "schedule-divides",
+        N_(
+            "A pipeline schedule with M = 4 micro-batches and `scale_grads=True` (the default). Should `loss_fn` divide "
+            "the mean loss by M?"
+        ),
+        N_("No: `step()` divides all of `.grad` by M at its end"),
+        N_(
+            "With equal micro-batches the schedule's division already gives the full batch's gradient; `loss / M` "
+            "gave 0.250x in the lesson."
+        ),
+        (N_("Yes, as in the hand-written loop"), "divided-twice"),
+    ),
+    choice(
+        "11",
+        "unequal-items",
+        N_(
+            "The micro-batches of a pipeline schedule hold 8, 8, 8 and 6 items. Does `scale_grads=True` with a mean "
+            "loss give the full batch's gradient?"
+        ),
+        N_("No: it is a mean of micro-batch means; sum the loss, divide by the 30 items, `scale_grads=False`"),
+        N_(
+            "Dividing by M is right only when every micro-batch holds the same number of items (16 % off here in "
+            "the lesson)."
+        ),
+        (N_("Yes: the schedule divides by M for you"), "mean-of-means"),
+    ),
+    choice(
+        "11",
+        "autocast",
+        N_("Where should the autocast context go in an accumulation loop?"),
+        N_("Around each forward pass (or each window), never around the whole loop"),
+        N_(
+            "A context that outlives `optimizer.step()` keeps computing with its cached low-precision weights: in the "
+            "lesson the output stayed at its first value for 4 steps."
+        ),
+        (N_("Around the whole training loop, entered once"), "autocast-around-the-loop"),
+    ),
+]
+
+QUESTIONS_0611 = LESSON_06 + LESSON_07 + LESSON_08 + LESSON_09 + LESSON_10 + LESSON_11
