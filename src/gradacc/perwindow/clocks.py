@@ -26,6 +26,7 @@ __all__ = [
     "optimizer_steps",
     "dp_epsilon",
     "dp_noise_multiplier",
+    "plot_window_clocks",
 ]
 
 
@@ -78,12 +79,22 @@ def progress_per_optimizer_step(micro_batches: int, accum_steps: int, num_iterat
 
 
 def dp_epsilon(
-    noise_multiplier: float, batch_size: int, accum_steps: int, dataset_size: int, epochs: int, delta: float
+    noise_multiplier: float,
+    batch_size: int,
+    accum_steps: int,
+    dataset_size: int,
+    epochs: int,
+    delta: float,
+    drop_last: bool = False,
 ) -> dict[str, float]:
     """Epsilon of DP-SGD spent by ``epochs`` passes over ``dataset_size`` samples, by Opacus 1.6.0's RDP accountant,
-    counted two ways: per optimizer step (right: each noisy update samples ``batch_size * accum_steps`` examples,
-    ``dataset_size // (batch_size * accum_steps)`` updates an epoch) and per micro-batch (the mistake: sample rate
-    ``batch_size / dataset_size``, one accountant step per micro-batch).
+    counted two ways: per optimizer step (right: each noisy update samples ``batch_size * accum_steps`` examples at
+    most; one accountant step per update, the short last window's included unless ``drop_last``) and per micro-batch
+    (the mistake: sample rate ``batch_size / dataset_size``, one accountant step per micro-batch).
+
+    A short last window is counted at the full rate ``batch_size * accum_steps / dataset_size``: an upper bound on
+    what it spends. (Opacus's own DP-SGD samples each example independently, Poisson sampling, so its batches vary in
+    size anyway; the accountant needs the expected rate and the number of noisy updates.)
 
     Each count is fed through the accountant's own ``step()``, once per update (it merges repeated identical steps
     into one history entry, so 10^4 steps take milliseconds).
@@ -99,8 +110,9 @@ def dp_epsilon(
     if min(batch_size, accum_steps, dataset_size, epochs) < 1 or not 0 < delta < 1:
         raise ValueError("batch_size, accum_steps, dataset_size and epochs must be >= 1, delta in (0, 1)")
     effective = batch_size * accum_steps
-    updates = epochs * (dataset_size // effective)
-    micro = epochs * (dataset_size // batch_size)
+    per_epoch = dataset_size // batch_size if drop_last else math.ceil(dataset_size / batch_size)
+    updates = epochs * optimizer_steps(per_epoch, accum_steps, drop_last)
+    micro = epochs * per_epoch
     result: dict[str, float] = {"optimizer_steps": updates, "micro_batches": micro}
     for name, rate, count in (
         ("per_optimizer_step", effective / dataset_size, updates),
@@ -135,3 +147,35 @@ def dp_noise_multiplier(
                 epsilon_tolerance=epsilon_tolerance,
             )
         )
+
+
+def plot_window_clocks(ax, sizes: list[list[int]]) -> None:
+    """The lesson's diagram: micro-batches in time order (one box each, its samples written in it, a window per
+    colour) and, below, what advances once per micro-step (the gradient adds up) and once per window (the
+    optimizer step, the schedule, the privacy accountant, the FP8 amax history).
+
+    Args:
+        ax: a matplotlib Axes.
+        sizes: samples per micro-batch, one list per window (e.g. ``[[8, 8, 8, 8], [8, 8, 8, 8], [6]]``).
+    """
+    from matplotlib.patches import Rectangle
+
+    rows = ["micro-batches", "backward(): .grad += ...", "optimizer.step()", "schedule, accountant, amax history"]
+    k = 0
+    for w, window in enumerate(sizes):
+        color = ("#4c72b0", "#55a868")[w % 2]
+        for n in window:
+            ax.add_patch(Rectangle((k + 0.08, 3.15), 0.84, 0.7, color=color))
+            ax.text(k + 0.5, 3.5, str(n), ha="center", va="center", fontsize=9, color="white")
+            ax.plot(k + 0.5, 2.5, "o", color=color)
+            k += 1
+        ax.axvline(k, color="#c44e52", lw=1, ls="--")
+        for row in (1.5, 0.5):
+            ax.plot(k - 0.5, row, "s", color="#c44e52", ms=9)
+    ax.set_xlim(0, k + 0.1)
+    ax.set_ylim(0, 4)
+    ax.set_yticks([3.5, 2.5, 1.5, 0.5], rows, fontsize=9)
+    ax.set_xticks([])
+    ax.set_xlabel(f"{k} micro-steps, {len(sizes)} windows: dots once per micro-step, squares once per window", fontsize=9)
+    for side in ("top", "right"):
+        ax.spines[side].set_visible(False)
