@@ -13,25 +13,45 @@ from gradacc.perwindow.optimizers import digit_windows, make_matrix_model
 N_DIGITS = 1797  # samples in gradacc.foundations.data.load_digits_tensors()
 
 
-def draw_records(rng, count: int) -> list[dict]:
-    """``count`` micro-batches of DIFFERENT sizes (1-16 digits) from a drawn row, a linear layer from a drawn seed;
-    the records in an order where the largest amax is not the last one (for ``count`` >= 2)."""
-    sizes = rng.sample(range(1, 17), count)
-    records, _ = micro_batch_records(rng.randrange(2**31), sizes, rng.randint(0, N_DIGITS - sum(sizes)))
-    largest = max(range(count), key=lambda k: records[k]["amax"])
-    if count >= 2 and largest == count - 1:
+def draw_12_1(rng) -> list[tuple[int, list[int], int]]:
+    """Three windows as (linear layer's seed, micro-batch sizes, first digit): two of 2-5 micro-batches of DIFFERENT
+    sizes (1-16 digits), then one of a single micro-batch."""
+    cases = []
+    for count in (rng.randint(2, 5), rng.randint(2, 5), 1):
+        sizes = rng.sample(range(1, 17), count)
+        cases.append((rng.randrange(2**31), sizes, rng.randint(0, N_DIGITS - sum(sizes))))
+    return cases
+
+
+def edges_12_1(cases: list) -> dict[str, bool]:
+    return {
+        "2 windows of 2+ micro-batches of different sizes (a mean of means; the amax's mean or last)": all(
+            len(sizes) >= 2 and len(set(sizes)) == len(sizes) for _, sizes, _ in cases[:2]
+        ),
+        "a window of one micro-batch": len(cases[2][1]) == 1,
+    }
+
+
+def ordered_records(seed: int, sizes: list[int], start: int) -> list[dict]:
+    """The records of ``micro_batch_records``, in an order where the largest amax is not the last one (2+ records)."""
+    records, _ = micro_batch_records(seed, sizes, start)
+    largest = max(range(len(records)), key=lambda k: records[k]["amax"])
+    if len(records) >= 2 and largest == len(records) - 1:
         records[0], records[-1] = records[-1], records[0]
     return records
 
 
 def shown_record(got) -> str:
-    """The student's record: items as an integer, amax to 9 significant digits, the gradient's sum and sum of
-    absolute values to 9 significant digits (scientific notation: the grader's last-digit tolerance is relative)."""
+    """The student's record: items as an integer; amax, the gradient's sum of absolute values, its L2 norm and its
+    dot product with a fixed ramp, to 7 significant digits (scientific notation: the grader's last-digit tolerance is
+    relative, and a float32 amax or gradient is still right). Not the gradient's plain sum: a softmax gradient's
+    sums to 0 up to rounding."""
     try:
         grad = torch.as_tensor(got["grad"], dtype=torch.float64)
+        ramp = torch.linspace(-1.0, 2.0, grad.numel(), dtype=torch.float64).reshape(grad.shape)
         return (
-            f"items {int(got['items'])}, amax {float(got['amax']):.8e}, "
-            f"grad {float(grad.sum()):.8e}/{float(grad.abs().sum()):.8e} shape {tuple(grad.shape)}"
+            f"items {int(got['items'])}, amax {float(got['amax']):.6e}, grad {float(grad.abs().sum()):.6e}/"
+            f"{float(grad.norm()):.6e}/{float((grad * ramp).sum()):.6e} shape {tuple(grad.shape)}"
         )
     except Exception as exc:
         return type(exc).__name__
@@ -66,14 +86,14 @@ def edges_12_2(case: dict) -> dict[str, bool]:
     }
 
 
-EDGE_CASES = {"12.2": (draw_12_2, edges_12_2)}
+EDGE_CASES = {"12.1": (draw_12_1, edges_12_1), "12.2": (draw_12_2, edges_12_2)}
 """Check -> (the block's draws, the edge cases every draw holds); tests/test_wrong_answers.py replays the draws of
-1,000 seeds. 12.1 is replayed in full (it is cheap)."""
+1,000 seeds (each block runs autograd on digits: a full replay of 1,000 seeds per answer would take minutes)."""
 
 
 # %% hidden 12.1
-for count in (rng.randint(2, 5), rng.randint(2, 5), 1):  # unequal micro-batches twice, then a window of one
-    records = draw_records(rng, count)
+for seed, sizes, start in draw_12_1(rng):  # unequal micro-batches twice, then a window of one
+    records = ordered_records(seed, sizes, start)
     sizes = [r["items"] for r in records]
     try:
         got = quietly(combine_window, [dict(r) for r in records])

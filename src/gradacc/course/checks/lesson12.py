@@ -10,6 +10,7 @@ full batch's steps.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 
 import torch
@@ -50,6 +51,11 @@ def _record(w: torch.Tensor, x: torch.Tensor, y: torch.Tensor) -> dict:
     return {"grad": grad, "items": len(y), "amax": float(logits.detach().abs().max())}
 
 
+@functools.cache
+def _digits64() -> tuple[torch.Tensor, torch.Tensor]:
+    return load_digits_tensors(torch.float64)
+
+
 def micro_batch_records(seed: int, sizes: Sequence[int], start: int) -> tuple[list[dict], dict]:
     """The records of a linear layer ``x @ w`` (``w`` [64, 10] float64, drawn from ``seed``) on micro-batches of
     ``sizes`` consecutive digits from row ``start``, and the full batch's record (the window as one batch).
@@ -58,7 +64,7 @@ def micro_batch_records(seed: int, sizes: Sequence[int], start: int) -> tuple[li
         ``(records, full)``: each ``{"grad": [64, 10] float64 gradient of the mean cross-entropy, "items": int,
         "amax": float, the largest |logit|}``.
     """
-    x, y = load_digits_tensors(torch.float64)
+    x, y = _digits64()
     w = _linear(seed)
     records, row = [], start
     for n in sizes:
@@ -69,7 +75,7 @@ def micro_batch_records(seed: int, sizes: Sequence[int], start: int) -> tuple[li
 
 # (seed, micro-batch sizes, first digit): unequal micro-batches, the largest amax first, then last, then alone
 _COMBINE_CASES = ((0, (8, 8, 7, 7), 0), (5, (12, 3, 9), 300), (7, (5, 16, 2, 11, 4), 900), (2, (6,), 1200))
-_COMBINE_TOL = 1e-9
+_COMBINE_TOL = 1e-6  # float32 rounding of an amax or a gradient (1e-8) is right; the mistakes are off by 1e-2
 
 
 def _combine_error(got: object, full: dict, where: str) -> str | None:
@@ -97,7 +103,7 @@ def _combine_error(got: object, full: dict, where: str) -> str | None:
 
 
 def check_combine_window(combine_window: Callable) -> None:
-    """Exercise 12.1: ``combine_window(records)`` returns the full batch's record (gradient and amax to 1e-9, items
+    """Exercise 12.1: ``combine_window(records)`` returns the full batch's record (gradient and amax to 1e-6, items
     exactly) on cases of its own: unequal micro-batches, the largest amax in different positions, a window of one
     micro-batch. Prints ``Exercise 12.1: correct`` or what went wrong; returns ``None``."""
 
