@@ -79,7 +79,9 @@ def edges_12_2(case: dict) -> dict[str, bool]:
     return {
         "2+ windows of 2+ micro-batches (a step per micro-batch; a gradient never cleared)": len(full) >= 2
         and all(len(w) >= 2 for w in full),
-        "micro-batches of different sizes in every full window (a mean of means)": all(len(set(w)) == len(w) for w in full),
+        "micro-batches of different sizes in every full window (a mean of means)": all(
+            len(set(w)) == len(w) for w in full
+        ),
         "a short last window: fewer and smaller micro-batches (divided by a full window's samples)": len(sizes[-1])
         < len(full[0])
         and sum(sizes[-1]) < min(sum(w) for w in full),
@@ -104,5 +106,7 @@ for seed, sizes, start in draw_12_1(rng):  # unequal micro-batches twice, then a
 # %% hidden 12.2
 case = draw_12_2(rng)
 model = make_matrix_model(seed=case["seed"], hidden=case["hidden"])
-quietly(train_muon, model, torch.optim.Muon(model.parameters(), lr=MUON_LR), digit_windows(case["sizes"], case["start"]))
+quietly(
+    train_muon, model, torch.optim.Muon(model.parameters(), lr=MUON_LR), digit_windows(case["sizes"], case["start"])
+)
 print(f"windows {case['sizes']}: {weights(model)}")

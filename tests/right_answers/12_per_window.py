@@ -40,7 +40,7 @@ def train_muon(model, optimizer, windows):
     for window in windows:
         optimizer.zero_grad()
         n = 0
-        for inputs, labels in window:
+        for _inputs, labels in window:
             n += len(labels)
         for inputs, labels in window:
             F.cross_entropy(model(inputs), labels, reduction="sum").div(n).backward()

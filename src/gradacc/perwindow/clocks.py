@@ -176,6 +176,8 @@ def plot_window_clocks(ax, sizes: list[list[int]]) -> None:
     ax.set_ylim(0, 4)
     ax.set_yticks([3.5, 2.5, 1.5, 0.5], rows, fontsize=9)
     ax.set_xticks([])
-    ax.set_xlabel(f"{k} micro-steps, {len(sizes)} windows: dots once per micro-step, squares once per window", fontsize=9)
+    ax.set_xlabel(
+        f"{k} micro-steps, {len(sizes)} windows: dots once per micro-step, squares once per window", fontsize=9
+    )
     for side in ("top", "right"):
         ax.spines[side].set_visible(False)

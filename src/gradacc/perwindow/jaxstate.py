@@ -92,8 +92,11 @@ def padded_window(
     return jnp.asarray(xs), jnp.asarray(ys), jnp.asarray(masks)
 
 
+@functools.partial(jax.jit, static_argnames="rule")
 def accumulate_window(w: jax.Array, xs: jax.Array, ys: jax.Array, masks: jax.Array, rule: str = "right") -> dict:
-    """The window by ``jax.lax.scan`` over its micro-batches, each leaf combined by ``RULES[rule]``.
+    """The window by ``jax.lax.scan`` over its micro-batches, each leaf combined by ``RULES[rule]`` (compiled once
+    per shape and rule). An empty micro-batch (all rows masked) leaves the carry unchanged; the ``"mean"`` mistake
+    divides by the micro-batches that hold a sample.
 
     Returns ``{"grad": mean gradient over the window's items [64, 10], "amax": the window's amax, "items": n}``.
     """

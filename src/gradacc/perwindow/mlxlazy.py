@@ -104,6 +104,8 @@ def mean_of_means_gap(token_counts: list[int], width: int = 16) -> dict[str, flo
         mx.eval(means, weighted)
 
     def gap(tree) -> float:
-        return max(float(mx.abs(a - b).max()) for (_, a), (_, b) in zip(tree_flatten(tree), tree_flatten(full)))
+        return max(
+            float(mx.abs(a - b).max()) for (_, a), (_, b) in zip(tree_flatten(tree), tree_flatten(full), strict=True)
+        )
 
     return {"mean_of_means": gap(means), "token_weighted": gap(weighted)}

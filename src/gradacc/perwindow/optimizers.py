@@ -147,7 +147,9 @@ def train_step_per_micro_batch(model: nn.Module, optimizer: torch.optim.Optimize
             optimizer.zero_grad(set_to_none=True)
 
 
-def train_backward_only(model: nn.Module, windows: Sequence[Window], boundary: Callable[[], None] | None = None) -> None:
+def train_backward_only(
+    model: nn.Module, windows: Sequence[Window], boundary: Callable[[], None] | None = None
+) -> None:
     """Only forward and ``backward()`` per micro-batch (scaled by the window's samples), for optimizers that run
     inside ``backward()``; ``boundary()``, if given, is called at the end of each window."""
     for window in windows:
@@ -195,9 +197,7 @@ class DeferredSteps:
         model: its trainable parameters each get an optimizer from ``make_optimizer([p])``.
     """
 
-    def __init__(
-        self, model: nn.Module, make_optimizer: Callable[[list[nn.Parameter]], torch.optim.Optimizer]
-    ) -> None:
+    def __init__(self, model: nn.Module, make_optimizer: Callable[[list[nn.Parameter]], torch.optim.Optimizer]) -> None:
         self.optimizers = {p: make_optimizer([p]) for p in model.parameters() if p.requires_grad}
         self.pending: list[torch.Tensor] = []
         for param in self.optimizers:

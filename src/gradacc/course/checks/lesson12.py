@@ -150,7 +150,9 @@ def check_train_muon(train_muon: Callable) -> None:
         for seed, hidden, sizes, start in _MUON_CASES:
             where = _("windows of {sizes} digits").format(sizes=[list(w) for w in sizes])
             reference = make_matrix_model(seed=seed, hidden=hidden)
-            train_full_batch(reference, torch.optim.Muon(reference.parameters(), lr=MUON_LR), digit_windows(sizes, start))
+            train_full_batch(
+                reference, torch.optim.Muon(reference.parameters(), lr=MUON_LR), digit_windows(sizes, start)
+            )
             model = make_matrix_model(seed=seed, hidden=hidden)
             optimizer = torch.optim.Muon(model.parameters(), lr=MUON_LR)
             steps = [0]
