@@ -8,7 +8,7 @@ and this file's own preamble, and PRINTS the student's results on inputs drawn f
 import torch
 
 from gradacc.course.checks.lesson12 import MUON_LR, micro_batch_records
-from gradacc.perwindow.optimizers import digit_windows, make_matrix_model
+from gradacc.stacks.window_optimizers import digit_windows, make_matrix_model
 
 N_DIGITS = 1797  # samples in gradacc.foundations.data.load_digits_tensors()
 

@@ -18,7 +18,7 @@ import torch.nn.functional as F
 
 from ...foundations.data import load_digits_tensors
 from ...i18n import _
-from ...perwindow.optimizers import digit_windows, largest_difference, make_matrix_model, train_full_batch
+from ...stacks.window_optimizers import digit_windows, largest_difference, make_matrix_model, train_full_batch
 from . import run_check
 
 __all__ = [

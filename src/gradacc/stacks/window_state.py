@@ -1,6 +1,6 @@
 """State carried through the gradient tree, accumulated over a window by ``jax.lax.scan`` with a rule per leaf.
 
-Taught in lessons/12_per_window.ipynb, section 5.
+Taught in lessons/12_per_window.ipynb, section 6 (optional).
 
 FP8 training with *delayed scaling* keeps, per tensor, a history of the absolute maxima (amax) it saw; the next step's
 scale comes from it. In JAX stacks the amax rides in the gradient tree: a custom-gradient leaf whose "gradient" is

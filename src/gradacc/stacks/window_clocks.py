@@ -1,6 +1,6 @@
 """Clocks that must count optimizer steps, not micro-batches: a schedule's progress and a privacy accountant.
 
-Taught in lessons/12_per_window.ipynb, sections 3 and 4.
+Taught in lessons/12_per_window.ipynb, sections 4 and 5.
 
 Sources:
 

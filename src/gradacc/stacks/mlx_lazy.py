@@ -1,6 +1,6 @@
 """MLX is lazy: accumulate a window's gradients with ``mx.eval`` after each micro-step, or one graph spans the window.
 
-Taught in lessons/12_per_window.ipynb, section 6 (optional). Needs MLX (``pip install "mlx[cpu]"`` on Linux; the
+Taught in lessons/12_per_window.ipynb, section 7 (optional). Needs MLX (``pip install "mlx[cpu]"`` on Linux; the
 plain ``mlx`` wheel on Linux lacks the CPU backend's library).
 
 An MLX operation records a node and computes nothing until ``mx.eval`` (or ``.item()``, printing, ...) asks for its
