@@ -106,7 +106,9 @@ for seed, sizes, start in draw_12_1(rng):  # unequal micro-batches twice, then a
 # %% hidden 12.2
 case = draw_12_2(rng)
 model = make_matrix_model(seed=case["seed"], hidden=case["hidden"])
+forwards = []
+model.register_forward_pre_hook(lambda _module, args: forwards.append(len(args[0])))
 quietly(
     train_muon, model, torch.optim.Muon(model.parameters(), lr=MUON_LR), digit_windows(case["sizes"], case["start"])
 )
-print(f"windows {case['sizes']}: {weights(model)}")
+print(f"windows {case['sizes']}: {weights(model)}; forward passes on {sorted(forwards)} samples")

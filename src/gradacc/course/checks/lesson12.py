@@ -143,8 +143,9 @@ _MUON_TOL = 1e-10  # float64: equivalent loops agree to 1e-16, and so do their b
 
 def check_train_muon(train_muon: Callable) -> None:
     """Exercise 12.2: ``train_muon(model, optimizer, windows)`` leaves the weights the full batch's loop leaves (one
-    Muon step per window on the concatenated window; largest difference <= 1e-10, float64) and makes one optimizer
-    step per window, on cases of its own. Prints ``Exercise 12.2: correct`` or what went wrong; returns ``None``."""
+    Muon step per window on the concatenated window; largest difference <= 1e-10, float64), makes one optimizer step
+    per window and one forward pass per micro-batch, on cases of its own. Prints ``Exercise 12.2: correct`` or what
+    went wrong; returns ``None``."""
 
     def body() -> str | None:
         for seed, hidden, sizes, start in _MUON_CASES:
@@ -155,12 +156,17 @@ def check_train_muon(train_muon: Callable) -> None:
             )
             model = make_matrix_model(seed=seed, hidden=hidden)
             optimizer = torch.optim.Muon(model.parameters(), lr=MUON_LR)
-            steps = [0]
+            steps, forwards = [0], []
             optimizer.register_step_post_hook(lambda *_, counter=steps: counter.__setitem__(0, counter[0] + 1))
+            model.register_forward_pre_hook(lambda _module, args, seen=forwards: seen.append(len(args[0])))
             train_muon(model, optimizer, digit_windows(sizes, start))
             if steps[0] != len(sizes):
                 return _("{where}: {got} optimizer steps, expected one per window ({want})").format(
                     where=where, got=steps[0], want=len(sizes)
+                )
+            if sorted(forwards) != sorted(n for window in sizes for n in window):
+                return _("{where}: forward passes on batches of {got} samples, expected one per micro-batch").format(
+                    where=where, got=forwards
                 )
             gap = largest_difference(list(model.parameters()), list(reference.parameters()))
             if not gap <= _MUON_TOL:
