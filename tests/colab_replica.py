@@ -9,8 +9,8 @@ build in the background when a test session will need it, so it overlaps the oth
 ``install_course(venv)`` then runs ``pip install "gradacc[libs] @ file://<checkout>"`` (the setup cell's command, with
 this checkout in place of the GitHub URL) whenever the course's source changed since the last install.
 
-Lessons 10 and 11 need libraries Colab does not ship (lesson 10 TRL and Lightning, lesson 11 TRL): their setup cells
-install the course with the ``stacks`` extra, and pip then also upgrades what TRL needs newer (datasets, pyarrow, ...).
+Lessons 10-12 need libraries Colab does not ship (lesson 10 TRL and Lightning, lesson 11 TRL, lesson 12 Opacus and
+MLX): their setup cells install the course with the ``stacks`` extra, and pip then also upgrades what TRL needs newer (datasets, pyarrow, ...).
 ``stacks_overlay(venv)`` reproduces that without touching the replica the other lessons use: a small environment of
 the same Python whose ``.pth`` file puts the replica's packages after its own, into which that setup-cell command
 installs (once for both lessons; on Colab each lesson's runtime makes it); pip finds

@@ -50,7 +50,7 @@ def colab_stacks_python(colab_python) -> str:
     return str(overlay / "bin" / "python")
 
 
-STACKS = {"10_stacks", "11_parallel"}
+STACKS = {"10_stacks", "11_parallel", "12_per_window"}
 """Notebooks whose Colab setup cell installs the ``stacks`` extra: they run in the overlay."""
 
 

@@ -79,15 +79,17 @@ LIBRARIES: tuple[str, ...] = (
     "peft",
     "pytorch-lightning",
     "keras",
+    "opacus",
+    "mlx",
 )
 """The distributions lesson 00 reports: the core, then the ``libs`` and the ``stacks`` extras (``EXTRAS``)."""
 
 EXTRAS: dict[str, tuple[str, tuple[str, ...]]] = {
     "libs": (
         "JAX, optax, Transformers, Accelerate, datasets, tokenizers, sentence-transformers",
-        ("03", "04", "05", "06", "07", "08", "09", "10", "11"),
+        ("03", "04", "05", "06", "07", "08", "09", "10", "11", "12"),
     ),
-    "stacks": ("TRL, PEFT, Lightning, Keras 3", ("10", "11")),
+    "stacks": ("TRL, PEFT, Lightning, Keras 3, Opacus, MLX", ("10", "11", "12")),
 }
 """The package's optional extras (``pyproject.toml``): extra -> (what it installs, the lessons that need it: their code,
 the ``gradacc`` modules they import or the worker processes they start; ``tests/test_environment.py`` reads them)."""
@@ -216,10 +218,10 @@ def unmet_requirements(distribution: str = "gradacc", extras: Iterable[str] = ()
 def install_hint(extra: str, where: Runtime | None = None) -> str:
     """How to install what the extra ``extra`` needs (``EXTRAS``) where the notebook runs (default: ``runtime()``).
 
-    On Colab the first cell of each lesson installs the course with the extras it needs (lessons 10 and 11's:
+    On Colab the first cell of each lesson installs the course with the extras it needs (lessons 10-12's:
     ``stacks``); on Binder the image holds every pin of ``binder/requirements.txt``, and pip in a terminal adds what is
     missing for the session; elsewhere ``make lab`` installs every pin of ``requirements.txt`` (the libraries of both
-    extras), and pip the extra asked for (``stacks`` with ``libs``, which lessons 10 and 11 also need).
+    extras), and pip the extra asked for (``stacks`` with ``libs``, which lessons 10-12 also need).
 
     Raises:
         ValueError: an unknown extra.

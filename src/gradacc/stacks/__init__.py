@@ -11,6 +11,13 @@ One module per stack, each imported on its own (importing this package imports n
 * ``keras3``: Keras 3's ``optimizer(gradient_accumulation_steps=N)`` on the torch backend;
 * ``per_window``: what must happen once per window and not once per micro-step (EMA, step counters, checkpoints).
 
+Lesson 12 (what else must advance once per window) adds:
+
+* ``window_optimizers``: optimizers stepped inside ``backward()`` and ``torch.optim.Muon``, against the full batch;
+* ``window_clocks``: a schedule's progress and a DP-SGD accountant (Opacus) counted in optimizer steps;
+* ``window_state``: an FP8 amax carried through JAX's gradient tree, accumulated by ``lax.scan`` (imports JAX);
+* ``mlx_lazy``: MLX's lazy graph across a window's micro-steps (imports MLX).
+
 This module holds what they share: the windows of an epoch, the weight every micro-batch SHOULD get in its window's
 update (``right_weights``), and the **weight probe**: a model with one weight per micro-batch, ``w``, whose per-item
 loss is ``-w[k]`` for every item of micro-batch ``k``. Trained from ``w = 0`` with SGD at learning rate 1, ``w[k]``
