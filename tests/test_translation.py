@@ -469,3 +469,13 @@ def test_a_pt_exercise_fails_exactly_at_its_checks_in_portuguese():
             f"Exercício {exercise}: incorreto - ainda sem resposta (a célula de resposta ainda lança "
             "NotImplementedError)"
         ), run.cells[index]["message"][:300]
+
+
+def test_the_pt_readme_sends_the_learner_to_the_portuguese_website():
+    """Issue 54: README.pt-BR.md linked the English website ("em inglês") though `make site` builds the Portuguese one
+    and the site workflow publishes it under ``pt-BR/``: the edition rewrites the site's home to its own."""
+    english = (ROOT / "README.md").read_text(encoding="utf-8")
+    portuguese = (ROOT / "README.pt-BR.md").read_text(encoding="utf-8")
+    (home,) = set(re.findall(r"https://[\w-]+\.github\.io/[\w.-]+/(?=\*\*)", english))
+    assert f"**Leia no site: {home}pt-BR/**" in portuguese
+    assert "em inglês:" not in portuguese

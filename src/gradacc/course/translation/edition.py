@@ -77,6 +77,9 @@ _NOTEBOOK_PATH = re.compile(r"(?<![\w/.-])((?:lessons|solutions|exercises)/[\w.-
 notebooks of the edition are under ``pt-BR/``."""
 _COLAB = re.compile(r"(https://colab\.research\.google\.com/github/[^/\s]+/[^/\s]+/blob/[^/\s]+/)([^\s)#?]+)")
 _BINDER = re.compile(r"(https://mybinder\.org/v2/gh/[^?\s)]+\?labpath=)([^\s)&#]+)")
+_SITE_HOME = re.compile(r"(https://[\w-]+\.github\.io/[\w.-]+/)(?![\w/.#-])")
+"""The home page of the course's website (a GitHub Pages project site): the edition's pages link its own home,
+``.../pt-BR/``, which ``gradacc site`` builds and the site workflow publishes (issue 54)."""
 
 
 def edition_path(source: str) -> str:
@@ -210,7 +213,8 @@ class Edition:
         return found
 
     def markdown(self, source: str, text: str, context: str | None = None) -> str:
-        return self.code_spans(join(markdown_segments(text), lambda seg: self._unit(source, context, seg)))
+        text = self.code_spans(join(markdown_segments(text), lambda seg: self._unit(source, context, seg)))
+        return _SITE_HOME.sub(r"\1" + EDITION + "/", text)
 
     def code_spans(self, text: str) -> str:
         """In code spans and fences: a message of the package as it prints in Portuguese (`Exercise X.Y: correct`),
