@@ -429,7 +429,7 @@ def _model_switch(variable: str):
             }
 
         def wait_title(width: int) -> None:
-            page.wait_for_function("([el, w]) => el.innerText.includes(`mlp width ${w} `)",
+            page.wait_for_function("([el, w]) => el.innerText.includes(`mlp, width ${w},`)",
                                    arg=[widget.locator(text["title"]).first.element_handle(), width],
                                    timeout=60_000)  # fmt: skip
 
@@ -516,9 +516,9 @@ def test_memory_explorer_in_jupyterlab(tmp_path: Path):
     assert "capacity" in legend, legend
     # no stale text or figure: each state shows its own model, and only its own Measure line
     large, measured, back = result["large"], result["measured"], result["back"]
-    assert "mlp width 8192 depth 16" in large["title"] and large["status"] == "" and large["timeline_images"] == 0
+    assert "mlp, width 8192, depth 16" in large["title"] and large["status"] == "" and large["timeline_images"] == 0
     assert measured["status"].startswith("measured N = 1, 4, 16 on fake tensors") and measured["timeline_images"] == 1
-    assert "mlp width 512 depth 4" in back["title"] and back["status"] == "" and back["timeline_images"] == 1
+    assert "mlp, width 512, depth 4" in back["title"] and back["status"] == "" and back["timeline_images"] == 1
     # the venv's JupyterLab has the course's settings: no "get notified about Jupyter news?" popup (issue 45, 17)
     assert result["fetch_news"] == "false", result["fetch_news"]
 
