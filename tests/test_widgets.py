@@ -438,10 +438,10 @@ def test_one_size_per_card_and_one_unit_per_view(big_explorer):
     without a size of its own: every number of the view is in the view's unit."""
     ex, _, _ = big_explorer
     menu = [label for label, _ in ex.capacity_dropdown.options]
-    assert menu[:3] == ["the budget: 32.0 MiB", "T4 (Colab's GPU): 14.8 GiB usable", "A10G: 22.2 GiB usable"]
+    assert menu[:3] == ["the budget, 32.0 MiB", "T4 (Colab's GPU), 14.8 GiB usable", "A10G, 22.2 GiB usable"]
     assert all(len(re.findall(r"\d[\d,.]* (?:MiB|GiB)", label)) == 1 for label in menu), menu
     ex.width_slider.value, ex.depth_slider.value, ex.batch_slider.value = 8192, 16, 65536
-    ex.capacity_dropdown.value = menu.index("A10G: 22.2 GiB usable")
+    ex.capacity_dropdown.value = menu.index("A10G, 22.2 GiB usable")
     ex.accum_slider.value = 4
     sentence = ex.state()["sentence"]
     assert re.findall(r"\d[\d,.]* (MiB|GiB)", sentence) == ["GiB"], sentence
@@ -454,19 +454,25 @@ def test_one_size_per_card_and_one_unit_per_view(big_explorer):
 
 def test_legend_items_do_not_wrap_and_the_optimizer_step_line_is_named(explorer):
     """Issue 55, item 9: each legend item is one unbreakable piece ("- - predicted" / "peak" wrapped inside one);
-    the dashed line at the start of optimizer.step() in the timeline panel says what it is (it read as a predicted
-    peak); "ranks" keeps a gap from its menu."""
-    from gradacc.memory.explorer_draw import legend_items, texts_outside, timeline_figure
+    the line at the start of optimizer.step() in the timeline panel is named in a legend of its own under the panel
+    and drawn dash-dot (it was an unnamed dashed line, read as a predicted peak, the bars' dashes); "ranks" keeps a gap
+    from its menu."""
+    from gradacc.memory.explorer_draw import legend_items, timeline_figure, timeline_legend_items
 
-    html = explorer.legend.value
-    spans = re.findall(r'<span class="gradacc-legend-item" style="white-space:nowrap[^"]*">', html)
-    assert len(spans) == len(legend_items()) == 11 and "predicted peak" in html
-    for n in (1, 8, 64):
-        explorer.accum_slider.value = n
-        timeline, state = explorer.timeline(), explorer.state()
-        fig = timeline_figure(timeline, ymax=state["timeline_ymax"], peak_source=state["source"])
-        (label,) = [t for t in fig.axes[0].texts if t.get_text() == "optimizer.step() starts"]
-        assert label.xy[0] == timeline.event_index("optimizer step") and texts_outside(fig) == [], n
+    for widget, items in ((explorer.legend, legend_items()), (explorer.timeline_legend, timeline_legend_items())):
+        spans = re.findall(r'<span class="gradacc-legend-item" style="white-space:nowrap[^"]*">', widget.value)
+        assert len(spans) == len(items) and all(text in widget.value for _, text in items)
+    assert len(legend_items()) == 11 and "optimizer.step() starts" in explorer.timeline_legend.value
+    assert explorer.timeline_legend in explorer.widget.children
+    timeline, state = explorer.timeline(), explorer.state()
+    fig = timeline_figure(timeline, ymax=state["timeline_ymax"], peak_source=state["source"])
+    (step,) = [line for line in fig.axes[0].get_lines() if line.get_label() == "optimizer.step() starts"]
+    assert step.get_linestyle() == "-." and step.get_xdata()[0] == timeline.event_index("optimizer step")
+    dashed = [line for line in explorer.panels.last_bars.axes[0].get_lines() if line.get_linestyle() == "--"]
+    assert [line.get_label() for line in dashed] == ["predicted peak"]  # the bars' dashes are the prediction only
+    picture = explorer.static_view()  # a page without a kernel: its legend names the timelines' lines too
+    legend = [t.get_text() for t in picture.axes[0].get_legend().get_texts()]
+    assert {"a micro-step starts", "optimizer.step() starts"} <= set(legend)
     assert explorer.world_slider.layout.margin == "0 0 0 24px"
 
 
@@ -482,14 +488,14 @@ def test_saved_pngs_explain_themselves(explorer, tmp_path):
     bars, timeline = explorer.saved_figures
     state = explorer.state()
     heading = bars.texts[0].get_text()
-    assert "mlp, width 512, depth 4" in heading and "capacity: a 30 MiB budget: 30.0 MiB" in heading
+    assert "mlp, width 512, depth 4" in heading and "capacity: a 30 MiB budget, 30.0 MiB" in heading
     assert " ".join(state["sentence"].split()) in " ".join(heading.split())
     legend = [t.get_text() for t in bars.axes[0].get_legend().get_texts()]
     assert {"parameters", "optimizer state", "activations", "measured peak (fake tensors)", "predicted peak",
             "capacity", "pale bars: predicted"} <= set(legend), legend  # fmt: skip
     assert "mlp, width 512, depth 4" in timeline.texts[0].get_text()
     legend = [t.get_text() for t in timeline.axes[0].get_legend().get_texts()]
-    assert {"parameters", "gradients", "a micro-step starts", "optimizer.step()"} <= set(legend), legend
+    assert {"parameters", "gradients", "a micro-step starts", "optimizer.step() starts"} <= set(legend), legend
     assert texts_outside(bars) == [] and texts_outside(timeline) == []
     assert [matplotlib.image.imread(p).shape[1] for p in paths] == [980, 980]  # wider than the 700 px panels
 
@@ -510,7 +516,10 @@ def _visible_texts(ex) -> dict[str, str]:
         texts[name] = re.sub(r"<[^>]+>", " ", getattr(ex, name).value)
     state = ex.state()
     texts.update(figure_alt=state["figure_alt"], timeline_title=state["timeline_title"] or "")
-    figures = {"bars": ex.panels.last_bars, **dict(zip(("saved bars", "saved timeline"), ex.saved_figures))}
+    figures = {
+        "bars": ex.panels.last_bars,
+        **dict(zip(("saved bars", "saved timeline"), ex.saved_figures, strict=True)),
+    }
     for where, fig in figures.items():
         for i, t in enumerate(fig.findobj(lambda a: hasattr(a, "get_text") and a.get_visible())):
             texts[f"{where} text {i}"] = t.get_text()
@@ -546,4 +555,3 @@ def test_the_explorer_speaks_portuguese_in_the_pt_br_edition(cached, tmp_path):
     assert portuguese["accum_slider.description"] == "passos de acumulação"
     assert portuguese["sentence"].strip().startswith("N = 1 (microlote 4096): pico 58.5 MiB (medido em tensores")
     assert "não cabe" in portuguese["sentence"] and "Salvar PNGs" == portuguese["save_button.description"]
-

@@ -7,7 +7,15 @@ import torch
 
 from ..i18n import N_, _
 
-__all__ = ["CARD_TOTAL_MIB", "CUDA_CONTEXT_MIB", "usable_mib", "CAPACITY_PRESETS", "card_size", "gpu_capacity"]
+__all__ = [
+    "CARD_TOTAL_MIB",
+    "CUDA_CONTEXT_MIB",
+    "usable_mib",
+    "CAPACITY_PRESETS",
+    "card_size",
+    "card_label",
+    "gpu_capacity",
+]
 
 
 CARD_TOTAL_MIB: dict[str, int] = {
@@ -55,6 +63,12 @@ lesson 03's table) it gives this usable size (``card_size``), never the total or
 def card_size(mib: float) -> str:
     """A card's usable memory as the course writes it: GiB with one decimal (``"14.8 GiB"``), whatever the view."""
     return f"{mib / 1024:,.1f} GiB"
+
+
+def card_label(card: str, mib: float) -> str:
+    """A card with its one size, in the learner's language: ``"T4 (Colab's GPU), 14.8 GiB usable"`` (the explorer's
+    capacity menu; lesson 03, section 4)."""
+    return _("{card}, {size} usable").format(card=_(card), size=card_size(mib))
 
 
 def gpu_capacity() -> tuple[str, float] | None:

@@ -17,7 +17,7 @@ from ..i18n import _
 from . import CATEGORIES, StepMemory, StepTimeline
 from .plots import COLORS, UNITS, category_label, figure_png, plot_breakdown, plot_timeline, source_label, unit_for
 
-__all__ = ["legend_items", "legend_html", "view_unit", "timeline_ymax", "timeline_title", "timeline_figure",
+__all__ = ["legend_items", "timeline_legend_items", "legend_html", "view_unit", "timeline_ymax", "timeline_title", "timeline_figure",
            "static_view_figure", "bars_figure", "texts_outside", "ExplorerPanels"]  # fmt: skip
 
 
@@ -40,11 +40,23 @@ def legend_items() -> list[tuple[str, str]]:
     return items
 
 
-def legend_html() -> str:
-    """The legend under the bars as HTML (text drawn by matplotlib is what makes a redraw slow): ``legend_items``,
-    each item kept on one line (``white-space: nowrap``): a narrow notebook wraps between items, never inside one."""
+def timeline_legend_items() -> list[tuple[str, str]]:
+    """The timeline panel's lines and marker, item by item as ``legend_items``: where a micro-step starts (dotted),
+    where ``optimizer.step()`` starts (dash-dot: not the predicted peaks' dashes), the peak (a triangle)."""
+    return [
+        ("&#8942;", _("a micro-step starts")),
+        ("&#8722;&#183;&#8722;", _("optimizer.step() starts")),
+        ("&#9660;", _("peak")),
+    ]
+
+
+def legend_html(items: list[tuple[str, str]] | None = None) -> str:
+    """A legend as HTML (text drawn by matplotlib is what makes a redraw slow): ``items`` (default: the bars'
+    ``legend_items``), each kept on one line (``white-space: nowrap``): a narrow notebook wraps between items, never
+    inside one."""
     item = '<span class="gradacc-legend-item" style="white-space:nowrap;margin-right:14px">{} {}</span> '
-    return '<div style="font-size:12px;line-height:1.7">' + "".join(item.format(*i) for i in legend_items()) + "</div>"
+    items = legend_items() if items is None else items
+    return '<div style="font-size:12px;line-height:1.7">' + "".join(item.format(*i) for i in items) + "</div>"
 
 
 def view_unit(rows: Sequence[StepMemory]) -> str:
@@ -99,7 +111,7 @@ def timeline_figure(
     else:
         fig, ax = _new_figure((7.0, 3.0), top=0.83, bottom=0.15)
     plot_timeline(ax, timeline, title=timeline_title(timeline, peak_source), alpha=0.45 if timeline.predicted else 1.0,
-                  unit=unit, name_step=True)  # fmt: skip
+                  unit=unit)  # fmt: skip
     if ymax is not None:
         ax.set_ylim(0, max(ymax, 1.35 * timeline.peak_mib) / UNITS[unit])
     ax.set_ylabel(_("live memory ({unit})").format(unit=unit), fontsize=9)
@@ -157,14 +169,19 @@ def static_view_figure(
                  .format(model=title), fontsize=10)  # fmt: skip
     bars = fig.add_subplot(grid[0])
     plot_breakdown(bars, rows, predicted=predicted, capacity_mib=capacity_mib, capacity_label=capacity_label,
-                   unit=unit)  # fmt: skip
+                   unit=unit, legend=False)  # fmt: skip
+    from matplotlib.lines import Line2D
+
+    handles, labels = bars.get_legend_handles_labels()
+    handles += [Line2D([], [], color="0.35", lw=0.8, ls=":"), Line2D([], [], color="black", lw=1.2, ls="-.")]
+    labels += [_("a micro-step starts"), _("optimizer.step() starts")]  # the timelines' lines, below
+    bars.legend(handles, labels, fontsize=9, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     ymax = timeline_ymax(rows)
     for i, (_n, (sentence, timeline)) in enumerate(sorted(views.items()), start=1):
         ax = fig.add_subplot(grid[i])
         verdict = "\n".join(textwrap.wrap(sentence, 100))
         if timeline is not None:
-            plot_timeline(ax, timeline, title=verdict, alpha=0.45 if timeline.predicted else 1.0, unit=unit,
-                          name_step=True)  # fmt: skip
+            plot_timeline(ax, timeline, title=verdict, alpha=0.45 if timeline.predicted else 1.0, unit=unit)
             ax.set_ylim(0, max(ymax, 1.35 * timeline.peak_mib) / UNITS[unit])
             ax.set_ylabel(_("live memory ({unit})").format(unit=unit), fontsize=9)
             ax.title.set_horizontalalignment("left")

@@ -277,14 +277,12 @@ def plot_timeline(
     label_peak: bool = True,
     alpha: float = 1.0,
     unit: str = "MiB",
-    name_step: bool = False,
 ) -> None:
     """Draw one optimizer step's memory timeline on ``ax``: live memory per category stacked against the operation
     index (``COLORS``; ``alpha`` < 1 draws them pale, as the explorer does for predicted timelines), a dotted line at
-    each micro-step's forward start and a dashed one at ``optimizer.step()`` (both in the legend), and the peak marked
-    with its value and the largest category alive at that moment. ``unit``: ``"MiB"`` or ``"GiB"`` for the values
-    (the caller labels the y axis). ``name_step``: write "optimizer.step() starts" along the dashed line, for a
-    figure without a legend. The x axis leaves 2 % of the operations free at each end, so that a peak on the
+    each micro-step's forward start and a dash-dot one where ``optimizer.step()`` starts (both labelled for a legend),
+    and the peak marked with its value and the largest category alive at that moment. ``unit``: ``"MiB"`` or ``"GiB"``
+    for the values (the caller labels the y axis). The x axis leaves 2 % of the operations free at each end, so that a peak on the
     first or last operation (``optimizer.step()``'s, at large N) stays inside the frame."""
     scale = UNITS[unit]
     x = range(timeline.operations)
@@ -300,11 +298,8 @@ def plot_timeline(
     for k, index in enumerate(starts if len(starts) <= 16 else []):  # more lines than that would hide the teeth
         ax.axvline(index, color="0.35", lw=0.8, ls=":", label=_("a micro-step starts") if k == 0 else None)
     step_at = timeline.event_index("optimizer step")
-    ax.axvline(step_at, color="black", lw=1.2, ls="--", label="optimizer.step()")
-    if name_step:  # no legend (the explorer's panel): the line says what it is, along itself, left of it
-        ax.annotate(_("optimizer.step() starts"), (step_at, 1.0), xycoords=("data", "axes fraction"),
-                    xytext=(-3, -4), textcoords="offset points", rotation=90, ha="right", va="top", fontsize=9,
-                    bbox={"boxstyle": "square,pad=0.1", "facecolor": "white", "edgecolor": "none", "alpha": 0.8})  # fmt: skip
+    # dash-dot: not the dashed line of the predicted peaks in the bar chart beside it
+    ax.axvline(step_at, color="black", lw=1.2, ls="-.", label=_("optimizer.step() starts"))
     if timeline.allocator_mib:  # a CUDA device: what the caching allocator held after each operation
         ax.plot(x, [v / scale for v in timeline.allocator_mib], color="black", lw=1, label=_("CUDA allocator"))
     peak, at = timeline.peak_mib / scale, timeline.peak_index

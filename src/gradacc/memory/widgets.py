@@ -22,13 +22,14 @@ from typing import Any
 
 from ..i18n import N_, _
 from . import PARALLEL_MODES, MemoryProfile, StepConfig, StepMemory, StepTimeline
-from .capacity import CAPACITY_PRESETS, CUDA_CONTEXT_MIB, card_size, gpu_capacity, usable_mib
+from .capacity import CAPACITY_PRESETS, CUDA_CONTEXT_MIB, card_label, gpu_capacity, usable_mib
 from .explorer_draw import (
     ExplorerPanels,
     bars_figure,
     legend_html,
     static_view_figure,
     timeline_figure,
+    timeline_legend_items,
     timeline_title,
     timeline_ymax,
     view_unit,
@@ -123,8 +124,9 @@ class MemoryExplorer:
         measurements: ``StepMemory`` results already measured for ``config`` (e.g. by the lesson), cached as is.
         profile: a ``MemoryProfile`` of ``config`` for the predicted curve (and the predicted, pale, timelines).
         timelines: ``StepTimeline`` s measured for ``config`` (``gradacc.memory.timeline_config``), one per N.
-        capacity: ``(label, MiB)`` for the capacity line; default: on a GPU runtime this GPU's free memory plus
-            this process's reserved memory (``gpu_capacity``), else the first preset.
+        capacity: a budget in MiB (named "the budget"), or ``(name, MiB)``, put first in the capacity menu; default:
+            on a GPU runtime this GPU's free memory plus this process's reserved memory (``gpu_capacity``), else the
+            first preset. The menu gives each entry one size (a card's usable GiB); the sentence names it.
         method: how **Measure** measures real steps (``gradacc.memory.METHODS``); default: ``"cuda"`` on a GPU,
             else ``"storages"`` (the live-storage counter: the tracker's numbers, checked by a test, at half its cost).
         real_limit_mib, real_limit_flops: steps whose predicted peak or estimated work (6 x parameters x effective
@@ -142,7 +144,7 @@ class MemoryExplorer:
         measurements: Sequence[StepMemory] = (),
         profile: MemoryProfile | None = None,
         timelines: Sequence[StepTimeline] = (),
-        capacity: tuple[str, float] | None = None,
+        capacity: float | tuple[str, float] | None = None,
         method: str | None = None,
         real_limit_mib: float | None = None,
         real_limit_flops: float | None = None,
@@ -229,6 +231,8 @@ class MemoryExplorer:
         self.timeline_note.add_class("gradacc-timeline-note")
         self.timeline_figure = w.Output()
         self.timeline_figure.add_class("gradacc-timeline")
+        self.timeline_legend = w.HTML(value=legend_html(timeline_legend_items()))
+        self.timeline_legend.add_class("gradacc-timeline-legend")
         self.save_button = w.Button(description=_("Save PNGs"))
         for name, text in TOOLTIPS.items():  # ipywidgets 8: tooltip; 7.7 (Colab): description_tooltip
             control = getattr(self, name)
@@ -249,6 +253,7 @@ class MemoryExplorer:
                 self.legend,
                 self.timeline_note,
                 self.timeline_figure,
+                self.timeline_legend,
             ]
         )
         self.widget.add_class("gradacc-memory-explorer")
@@ -329,11 +334,11 @@ class MemoryExplorer:
 
     def capacity_menu_label(self, index: int | None = None) -> str:
         """The capacity menu's entry ``index`` (default: the one chosen): its name and its one size, a card's usable
-        GiB (``card_size``), a budget's own size (``"the budget: 32.0 MiB"``)."""
+        GiB (``card_size``), a budget's own size (``"the budget, 32.0 MiB"``)."""
         name, mib = self.capacities[self.capacity_dropdown.value if index is None else index]
         if (self.capacity_dropdown.value if index is None else index) != self._budget_index:  # a card
-            return _("{card}: {size} usable").format(card=_(name), size=card_size(mib))
-        return f"{_(name)}: {format_mib(mib)}"
+            return card_label(name, mib)
+        return f"{_(name)}, {format_mib(mib)}"
 
     def title_text(self) -> str:
         """The title over the bars: the model, and under data parallelism whose memory the bars show."""
