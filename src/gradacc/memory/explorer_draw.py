@@ -21,6 +21,10 @@ __all__ = ["legend_items", "timeline_legend_items", "legend_html", "view_unit", 
            "static_view_figure", "bars_figure", "texts_outside", "ExplorerPanels"]  # fmt: skip
 
 
+_PALE = "#c0cee5"
+"""The parameters' colour as a pale bar draws it (alpha 0.35 on white), solid: the same swatch on a dark theme."""
+
+
 def legend_items() -> list[tuple[str, str]]:
     """The legend under the bars, item by item: ``(mark, text)``, the mark as HTML (a swatch, a dot, a line), the
     text in the learner's language: one swatch per category, the peak markers, the predicted line, the capacity line
@@ -33,7 +37,7 @@ def legend_items() -> list[tuple[str, str]]:
         ("- -", _("predicted peak")),
         ('<span style="color:crimson;font-weight:bold">&middot;&middot;&middot;&middot;</span>', _("capacity")),
         (
-            swatch.format(COLORS["parameters"]).replace("vertical-align", "opacity:0.35;vertical-align"),
+            swatch.format(_PALE),
             _("pale bars: predicted"),
         ),
     ]
@@ -141,7 +145,7 @@ def bars_figure(
     if any(r.source == "predicted" for r in rows) and any(r.source != "predicted" for r in rows):
         from matplotlib.patches import Patch
 
-        handles.append(Patch(facecolor="0.6", alpha=0.35))
+        handles.append(Patch(facecolor=_PALE))
         labels.append(_("pale bars: predicted"))
     ax.legend(handles, labels, fontsize=9, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     return fig

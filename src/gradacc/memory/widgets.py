@@ -87,6 +87,60 @@ TOOLTIPS: dict[str, str] = {
 }
 """Each control's tooltip (a ``title``, which a screen reader reads as its description), in the learner's language."""
 
+ARIA_SCRIPT = """(() => {
+  // ipywidgets 8.1 leaves a SelectionSlider's handle (role "slider") without an accessible name and with its index as
+  // aria-valuetext ("3" for N = 8), and a ToggleButtons group without a name (jupyter-widgets/ipywidgets#2650). Inside
+  // the memory explorer only: each handle is named by its visible label and says its value, each group is named by
+  // its label and each button says whether it is pressed, the progress bar is one. Idempotent, and re-applied when
+  // the explorer changes.
+  if (window.__gradaccAria) { window.__gradaccAria(); return; }
+  let ids = 0, queued = false;
+  const set = (el, key, value) => { if (el.getAttribute(key) !== value) el.setAttribute(key, value); };
+  const id = (label) => { if (!label.id) label.id = `gradacc-label-${ids++}`; return label.id; };
+  const apply = () => {
+    queued = false;
+    for (const root of document.querySelectorAll(".gradacc-memory-explorer")) {
+      // JupyterLab's command-mode shortcuts would take the keys a control needs (ArrowDown on a menu selects the next
+      // cell, "d d" deletes it): Lumino leaves to an element marked so the keys pressed on it
+      for (const control of root.querySelectorAll("select, button, .noUi-handle, .widget-readout"))
+        set(control, "data-lm-suppress-shortcuts", "true");
+      for (const box of root.querySelectorAll(".widget-slider")) {
+        const label = box.querySelector(":scope > label"), handle = box.querySelector(".noUi-handle");
+        const readout = box.querySelector(".widget-readout");
+        if (!label || !handle) continue;
+        set(handle, "aria-labelledby", id(label));
+        set(handle, "aria-disabled", String(box.querySelector(".noUi-target[disabled]") !== null));
+        if (readout) { set(handle, "aria-valuetext", readout.textContent); set(readout, "aria-labelledby", id(label)); }
+      }
+      for (const box of root.querySelectorAll(".widget-toggle-buttons")) {
+        const label = box.querySelector(":scope > label"), group = box.querySelector(":scope > div");
+        if (!label || !group) continue;
+        set(group, "role", "group");
+        set(group, "aria-labelledby", id(label));
+        for (const b of group.querySelectorAll("button")) set(b, "aria-pressed", String(b.classList.contains("mod-active")));
+      }
+      for (const box of root.querySelectorAll(".widget-progress")) {
+        const label = box.querySelector(":scope > label"), track = box.querySelector(".progress");
+        const bar = box.querySelector(".progress-bar");
+        if (!label || !track || !bar) continue;
+        set(track, "role", "progressbar");
+        set(track, "aria-labelledby", id(label));
+        set(track, "aria-valuenow", String(Math.round(parseFloat(bar.style.width) || 0)));
+        set(track, "aria-valuemin", "0");
+        set(track, "aria-valuemax", "100");
+      }
+    }
+  };
+  const later = () => { if (!queued) { queued = true; requestAnimationFrame(apply); } };
+  window.__gradaccAria = apply;
+  new MutationObserver(later).observe(document.body, {subtree: true, childList: true, characterData: true,
+    attributes: true, attributeFilter: ["class", "style", "disabled", "aria-valuetext"]});
+  apply();
+})();"""
+"""What names the explorer's sliders and button groups for a screen reader, run once where the explorer is shown (an
+``Output`` of its own, so that nothing is stored in the notebook): ipywidgets 8.1.9 has no way to name them from
+Python (jupyter-widgets/ipywidgets#2650). The browser test reads the names back (tests/test_browser.py)."""
+
 
 class MemoryExplorer:
     """Sliders for accumulation steps (1..64), effective batch, MLP width and depth, optimizer (SGD / Adam) and
@@ -257,6 +311,12 @@ class MemoryExplorer:
             ]
         )
         self.widget.add_class("gradacc-memory-explorer")
+        self._aria = w.Output(layout={"display": "none"})  # ARIA_SCRIPT, run where the explorer is shown
+        with self._aria:
+            from IPython.display import Javascript, display
+
+            display(Javascript(ARIA_SCRIPT))
+        self.widget.children = (*self.widget.children, self._aria)
         for control in (
             self.accum_slider,
             self.batch_slider,
