@@ -579,6 +579,7 @@ def _keyboard_and_dark_theme(page, widget, run_code) -> dict:
     page.keyboard.press("Enter")
     steps["Enter on Save PNGs"] = changed("status", text["status"].text_content())
 
+    page.evaluate("() => document.activeElement.blur()")  # out of the explorer, whose controls keep their keys
     page.keyboard.press("Control+Shift+c")  # the command palette
     page.keyboard.type("JupyterLab Dark")
     page.keyboard.press("Enter")

@@ -119,7 +119,7 @@ ARIA_SCRIPT = """(() => {
         set(group, "aria-labelledby", id(label));
         for (const b of group.querySelectorAll("button")) set(b, "aria-pressed", String(b.classList.contains("mod-active")));
       }
-      for (const box of root.querySelectorAll(".widget-progress")) {
+      for (const box of root.querySelectorAll(".widget-hprogress")) {
         const label = box.querySelector(":scope > label"), track = box.querySelector(".progress");
         const bar = box.querySelector(".progress-bar");
         if (!label || !track || !bar) continue;
