@@ -416,11 +416,14 @@ def test_data_parallel_is_drawn_as_predicted_and_the_timeline_says_why_it_is_gon
     legend says (they were solid with filled dots); the timeline panel, which shows one process, is replaced by a
     sentence saying why and how to get it back (it vanished without a word)."""
     assert _bars_drawn(explorer.panels.last_bars)["dots"]  # one process: the fixture's measured N have dots
-    assert explorer.state()["timeline_note"] == "" and explorer.timeline_note.value == ""
     for mode in ("DDP", "FSDP, sync each micro-step"):
         explorer.parallel_dropdown.value = mode
         drawn = _bars_drawn(explorer.panels.last_bars)
         assert drawn == {"alphas": {0.35}, "dots": []}, (mode, drawn)
+    explorer.parallel_dropdown.value = "none"
+    assert explorer.state()["timeline_note"] == "" and explorer.timeline_note.value == ""
+    for mode in ("DDP", "FSDP, sync each micro-step"):
+        explorer.parallel_dropdown.value = mode
         state = explorer.state()
         assert state["source"] == "predicted" and state["timeline_source"] is None and explorer.timeline_png == b""
         assert "No timeline with data parallelism" in state["timeline_note"] and "data parallel: none" in state[

@@ -448,7 +448,6 @@ class MemoryExplorer:
 
     def redraw(self) -> None:
         """Recompute the sentence and the figure from cached numbers (never measures)."""
-        from IPython.display import display
 
         start = time.perf_counter()
         config, n = self.config, self.accum_slider.value
@@ -486,7 +485,7 @@ class MemoryExplorer:
                                 ).format(sentence=state["sentence"])  # fmt: skip
         with self.figure:
             self.figure.clear_output(wait=True)
-            display(_image(self.png, state["figure_alt"]))
+            _image(self.png, state["figure_alt"])
         timeline = self.timeline() if mode == "none" else None  # timelines are of one process
         state["timeline_source"] = None if timeline is None else ("predicted" if timeline.predicted else "measured")
         state["timeline_teeth"] = None if timeline is None else timeline.teeth()
@@ -511,7 +510,7 @@ class MemoryExplorer:
                 alt = _("Timeline: live memory after each operation of one optimizer step. {title}").format(
                     title=state["timeline_title"].replace("\n", ". ")
                 )
-                display(_image(self.timeline_png, alt))
+                _image(self.timeline_png, alt)
         self.redraws += 1
         self.last_redraw_s = time.perf_counter() - start
         state.update(redraws=self.redraws, last_redraw_s=self.last_redraw_s)
@@ -582,10 +581,12 @@ class MemoryExplorer:
         display({**bundle, **png} if png else self.widget, raw=bool(png))
 
 
-def _image(png: bytes, alt: str) -> Any:
-    """A PNG as an ``<img>`` with a text alternative (``alt``: what it shows, for a screen reader), displayed where the
-    explorer shows its panels; ``image/png`` alone has no place for one."""
-    from IPython.display import HTML
+def _image(png: bytes, alt: str) -> None:
+    """Display a PNG with a text alternative (``alt``: what it shows, for a screen reader): one output holding an
+    ``<img alt=...>`` as ``text/html``, which the front ends show, and the PNG itself as ``image/png`` (the same
+    picture for a reader of the output's data; ``image/png`` alone has no place for an alternative text)."""
+    from IPython.display import display
 
     data = base64.b64encode(png).decode("ascii")
-    return HTML(f'<img alt="{html.escape(alt)}" src="data:image/png;base64,{data}">')
+    tag = f'<img alt="{html.escape(alt)}" src="data:image/png;base64,{data}">'
+    display({"text/html": tag, "image/png": data, "text/plain": alt}, raw=True)
