@@ -564,6 +564,8 @@ def _keyboard_and_dark_theme(page, widget, run_code) -> dict:
         page.keyboard.press(key)
         steps[f"{key} on {button}"] = changed("title", before)
         assert want in steps[f"{key} on {button}"], steps
+    # the whole redraw after Adam is in (the note under the timeline empties after the title changes)
+    page.wait_for_function("el => el.textContent === ''", arg=text["timeline-note"].element_handle(), timeout=60_000)
     tab_to("combobox", "data parallel")
     page.keyboard.press("ArrowDown")
     steps["ArrowDown on data parallel"] = changed("timeline-note", "")
