@@ -585,8 +585,11 @@ def _image(png: bytes, alt: str) -> None:
     """Display a PNG with a text alternative (``alt``: what it shows, for a screen reader): one output holding an
     ``<img alt=...>`` as ``text/html``, which the front ends show, and the PNG itself as ``image/png`` (the same
     picture for a reader of the output's data; ``image/png`` alone has no place for an alternative text)."""
+    from IPython import get_ipython
     from IPython.display import display
 
+    if get_ipython() is None:  # a script or a test: no front end to show it (display would print the whole bundle)
+        return
     data = base64.b64encode(png).decode("ascii")
     tag = f'<img alt="{html.escape(alt)}" src="data:image/png;base64,{data}">'
     display({"text/html": tag, "image/png": data, "text/plain": alt}, raw=True)
