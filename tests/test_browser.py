@@ -246,7 +246,15 @@ _LAYOUT = """(root) => {
     track: Math.round(s.querySelector(".noUi-target").getBoundingClientRect().width),
     positions: Number(s.querySelector(".noUi-handle").getAttribute("aria-valuemax")) + 1,
   }));
-  return {cut, sliders, html: [...root.querySelectorAll(".widget-html")].map((e) => e.innerText)};
+  // issue 55, item 9: the gap between the data-parallel menu and the "ranks" label beside it (px; null when the row
+  // wrapped), and the legend items broken over two lines
+  const menu = [...root.querySelectorAll(".widget-dropdown")].find((d) => d.querySelector("label").textContent === "data parallel");
+  const ranks = [...root.querySelectorAll(".widget-slider label")].find((l) => l.textContent === "ranks");
+  const [m, r] = [menu.querySelector("select").getBoundingClientRect(), ranks.getBoundingClientRect()];
+  const gap = Math.abs(m.top - r.top) < 10 ? Math.round(r.left - m.right) : null;
+  const broken = [...root.querySelectorAll(".gradacc-legend-item")].filter((i) => i.getClientRects().length > 1)
+    .map((i) => i.textContent);
+  return {cut, sliders, gap, broken, html: [...root.querySelectorAll(".widget-html")].map((e) => e.innerText)};
 }"""
 
 _FIGURES = """() => [...document.querySelectorAll('.jp-NotebookPanel .jp-OutputArea-output img')]
@@ -665,6 +673,7 @@ def test_memory_explorer_in_jupyterlab(tmp_path: Path):
         assert slider["track"] >= 30 * (slider["positions"] - 1), slider  # 30 px or more between two positions
     (legend,) = [t for t in layout["html"] if "measured peak" in t]
     assert "capacity" in legend, legend
+    assert layout["broken"] == [] and layout["gap"] is not None and layout["gap"] >= 16, layout  # issue 55, item 9
     # no stale text or figure: each state shows its own model, and only its own Measure line
     large, measured, back = result["large"], result["measured"], result["back"]
     assert "mlp, width 8192, depth 16" in large["title"] and large["status"] == "" and large["timeline_images"] == 0
