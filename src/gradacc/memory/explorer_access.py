@@ -78,9 +78,11 @@ ARIA_SCRIPT = """(() => {
     attributes: true, attributeFilter: ["class", "style", "disabled", "aria-valuetext"]});
   apply();
 })();"""
-"""What names the explorer's sliders and button groups for a screen reader, run once where the explorer is shown (an
-``Output`` of its own, so that nothing is stored in the notebook): ipywidgets 8.1.9 has no way to name them from
-Python (jupyter-widgets/ipywidgets#2650). The browser test reads the names back (tests/test_browser.py)."""
+"""What names the explorer's sliders, button groups and progress bar for a screen reader, and keeps its controls' keys
+from JupyterLab's command-mode shortcuts (Lumino's ``data-lm-suppress-shortcuts``: without it ArrowDown on a menu
+selected the next cell), run once where the explorer is shown (an ``Output`` of its own, so that nothing is stored in
+the notebook): ipywidgets 8.1.9 has no way to name them from Python (jupyter-widgets/ipywidgets#2650). The browser
+test reads the names back and drives the explorer with the keyboard (tests/test_browser.py)."""
 
 
 def show_image(png: bytes, alt: str) -> None:
