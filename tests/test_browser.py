@@ -246,7 +246,15 @@ _LAYOUT = """(root) => {
     track: Math.round(s.querySelector(".noUi-target").getBoundingClientRect().width),
     positions: Number(s.querySelector(".noUi-handle").getAttribute("aria-valuemax")) + 1,
   }));
-  return {cut, sliders, html: [...root.querySelectorAll(".widget-html")].map((e) => e.innerText)};
+  // issue 55, item 9: the gap between the data-parallel menu and the "ranks" label beside it (px; null when the row
+  // wrapped), and the legend items broken over two lines
+  const menu = [...root.querySelectorAll(".widget-dropdown")].find((d) => d.querySelector("label").textContent === "data parallel");
+  const ranks = [...root.querySelectorAll(".widget-slider label")].find((l) => l.textContent === "ranks");
+  const [m, r] = [menu.querySelector("select").getBoundingClientRect(), ranks.getBoundingClientRect()];
+  const gap = Math.abs(m.top - r.top) < 10 ? Math.round(r.left - m.right) : null;
+  const broken = [...root.querySelectorAll(".gradacc-legend-item")].filter((i) => i.getClientRects().length > 1)
+    .map((i) => i.textContent);
+  return {cut, sliders, gap, broken, html: [...root.querySelectorAll(".widget-html")].map((e) => e.innerText)};
 }"""
 
 _FIGURES = """() => [...document.querySelectorAll('.jp-NotebookPanel .jp-OutputArea-output img')]
@@ -362,6 +370,9 @@ def drive_explorer(
             lesson_figure.screenshot(path=ARTIFACTS / f"browser-{name}-figure.png")
 
             def run_code(code: str) -> str:  # as a learner would: a new cell under the explorer's, typed and run
+                # a control keeps its keys (MemoryExplorer's ARIA_SCRIPT) and its focus through a click on a prompt:
+                # leave it first, as a learner does with Tab or a click outside it
+                page.evaluate("() => document.activeElement && document.activeElement.blur()")
                 page.locator(".jp-NotebookPanel .jp-Notebook .jp-Cell").nth(cells[-1]).locator(
                     ".jp-InputArea-prompt"
                 ).click()
@@ -429,7 +440,7 @@ def _model_switch(variable: str):
             }
 
         def wait_title(width: int) -> None:
-            page.wait_for_function("([el, w]) => el.innerText.includes(`mlp width ${w} `)",
+            page.wait_for_function("([el, w]) => el.innerText.includes(`mlp, width ${w},`)",
                                    arg=[widget.locator(text["title"]).first.element_handle(), width],
                                    timeout=60_000)  # fmt: skip
 
@@ -492,13 +503,152 @@ def _quiz(page, widget, run_code) -> dict:
     return out
 
 
-def _both(*steps):
-    """``then`` callbacks run one after the other, their results merged."""
+_FOCUSED = """() => {
+  // The focused element as a screen reader names it: its role and its accessible name (aria-labelledby, a label's
+  // for=, or its text), and whether it lies in the memory explorer.
+  const e = document.activeElement;
+  const by = e.getAttribute("aria-labelledby");
+  const label = by ? document.getElementById(by) : (e.id ? document.querySelector(`label[for="${e.id}"]`) : null);
+  const role = e.getAttribute("role") || {BUTTON: "button", SELECT: "combobox"}[e.tagName] || e.tagName.toLowerCase();
+  return {role, name: (label ? label.textContent : e.textContent || "").trim(),
+          explorer: e.closest(".gradacc-memory-explorer") !== null};
+}"""
 
-    def then(page, widget, run_code) -> dict:
-        return {k: v for step in steps for k, v in step(page, widget, run_code).items()}
+_CONTRAST = """(roots) => {
+  // The lowest text contrast ratios (WCAG 2.1: relative luminance) of every visible text with letters in ``roots``:
+  // its colour (alpha blended) against the first opaque background behind it.
+  const rgba = (s) => { const v = (s.match(/[\\d.]+/g) || []).map(Number); return v.length === 3 ? [...v, 1] : v; };
+  const back = (el) => {
+    for (; el; el = el.parentElement) { const c = rgba(getComputedStyle(el).backgroundColor); if (c[3] > 0.99) return c; }
+    return [255, 255, 255, 1];
+  };
+  const lum = (c) => c.slice(0, 3).map((v) => { v /= 255; return v <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4; })
+    .reduce((s, v, i) => s + v * [0.2126, 0.7152, 0.0722][i], 0);
+  const found = [];
+  for (const root of roots) {
+    const walker = document.createTreeWalker(root, NodeFilter.SHOW_TEXT);
+    for (let node; (node = walker.nextNode());) {
+      const el = node.parentElement, text = node.textContent.trim();
+      if (!/[A-Za-z]/.test(text) || el.offsetParent === null || el.closest("select, option")) continue;
+      const fg = rgba(getComputedStyle(el).color), bg = back(el);
+      const mixed = fg.slice(0, 3).map((v, i) => fg[3] * v + (1 - fg[3]) * bg[i]);
+      const [hi, lo] = [lum(mixed), lum(bg)].sort((a, b) => b - a);
+      found.push({text: text.slice(0, 50), ratio: Math.round(100 * (hi + 0.05) / (lo + 0.05)) / 100});
+    }
+  }
+  return found.sort((a, b) => a.ratio - b.ratio).slice(0, 5);
+}"""
 
-    return then
+_TRANSPARENT = """() => [...document.querySelectorAll('.jp-NotebookPanel .jp-OutputArea-output img')]
+  .filter((img) => img.naturalWidth > 0).map((img) => {
+    // how many pixels of the figure are not opaque (a transparent figure shows the theme through: black text on black)
+    const canvas = document.createElement("canvas");
+    canvas.width = img.naturalWidth; canvas.height = img.naturalHeight;
+    const pen = canvas.getContext("2d");
+    pen.drawImage(img, 0, 0);
+    const data = pen.getImageData(0, 0, canvas.width, canvas.height).data;
+    let count = 0;
+    for (let i = 3; i < data.length; i += 4) if (data[i] < 255) count++;
+    return count;
+  })"""
+
+EXPLORER_NAMES = [
+    ("slider", "accumulation steps"), ("slider", "effective batch"), ("slider", "width"), ("slider", "depth"),
+    ("group", "optimizer"), ("group", "precision"), ("combobox", "data parallel"), ("slider", "ranks"),
+    ("combobox", "capacity"), ("button", "Measure"), ("button", "Save PNGs"), ("progressbar", "progress"),
+]  # fmt: skip
+"""Every control of the memory explorer with the accessible name it must have (issue 55: names, not just labels)."""
+
+TAB_ORDER = [
+    ("slider", "accumulation steps"), ("slider", "effective batch"), ("slider", "width"), ("slider", "depth"),
+    ("button", "SGD"), ("button", "Adam"), ("button", "fp32"), ("button", "pure bf16 (not AMP)"),
+    ("combobox", "data parallel"), ("slider", "ranks"), ("combobox", "capacity"), ("button", "Measure"),
+    ("button", "Save PNGs"),
+]  # fmt: skip
+"""The explorer's controls in the order Tab reaches them (each slider's readout, editable, comes after it)."""
+
+
+def _keyboard_and_dark_theme(page, widget, run_code) -> dict:
+    """Issue 55's accessibility part, in the page: every control's accessible name; then the explorer driven with the
+    keyboard only (focus placed on its first control once, then Tab, arrows, Space and Enter: the Tab order, a slider,
+    an optimizer button, the data-parallel and capacity menus, Save PNGs); then JupyterLab's dark theme, chosen from
+    the command palette with the keyboard: the explorer and the lesson's figures screenshotted in it, the lowest text
+    contrast in the explorer, and how many pixels of each figure are transparent."""
+    out: dict = {"names": {f"{role} {name}": widget.get_by_role(role, name=name, exact=True).count()
+                           for role, name in EXPLORER_NAMES}}  # fmt: skip
+    out["images"] = [img.get_attribute("alt") or "" for img in widget.locator("img").all()]
+    focused = lambda: page.evaluate(_FOCUSED)  # noqa: E731
+    text = {name: widget.locator(f".gradacc-{name}").first for name in ("fits", "title", "status", "timeline-note")}
+
+    def changed(name: str, before: str) -> str:
+        page.wait_for_function("([el, before]) => el.textContent !== before", arg=[text[name].element_handle(), before],
+                               timeout=60_000)  # fmt: skip
+        return text[name].text_content()
+
+    def tab_to(role: str, name: str) -> None:
+        for _press in range(40):
+            now = focused()
+            if (now["role"], now["name"]) == (role, name):
+                return
+            page.keyboard.press("Tab")
+        pytest.fail(f"Tab never reached {role} {name!r}; last focused {focused()}")
+
+    widget.get_by_role("slider", name="accumulation steps").focus()  # the one action that is not a key
+    order = [focused()]
+    while len(order) < 40:
+        page.keyboard.press("Tab")
+        if not focused()["explorer"]:
+            break
+        order.append(focused())
+    out["tab_order"] = [(f["role"], f["name"]) for f in order]
+    steps = out["steps"] = {}
+    widget.get_by_role("slider", name="accumulation steps").focus()
+    before = text["fits"].text_content()
+    page.keyboard.press("ArrowRight")
+    steps["ArrowRight on accumulation steps"] = changed("fits", before)
+    for button, key, want in (("SGD", "Space", ", sgd,"), ("Adam", "Enter", ", adam,")):
+        tab_to("button", button)
+        before = text["title"].text_content()
+        page.keyboard.press(key)
+        steps[f"{key} on {button}"] = changed("title", before)
+        assert want in steps[f"{key} on {button}"], steps
+    # the whole redraw after Adam is in (the note under the timeline empties after the title changes)
+    page.wait_for_function("el => el.textContent === ''", arg=text["timeline-note"].element_handle(), timeout=60_000)
+    tab_to("combobox", "data parallel")
+    page.keyboard.press("ArrowDown")
+    steps["ArrowDown on data parallel"] = changed("timeline-note", "")
+    page.keyboard.press("ArrowUp")
+    steps["ArrowUp on data parallel"] = changed("timeline-note", steps["ArrowDown on data parallel"])
+    tab_to("combobox", "capacity")
+    before = text["fits"].text_content()
+    page.keyboard.press("ArrowDown")
+    steps["ArrowDown on capacity"] = changed("fits", before)
+    page.keyboard.press("ArrowUp")
+    steps["ArrowUp on capacity"] = changed("fits", steps["ArrowDown on capacity"])
+    tab_to("button", "Save PNGs")
+    page.keyboard.press("Enter")
+    steps["Enter on Save PNGs"] = changed("status", text["status"].text_content())
+
+    page.evaluate("() => document.activeElement.blur()")  # out of the explorer, whose controls keep their keys
+    page.keyboard.press("Control+Shift+c")  # the command palette
+    page.keyboard.type("JupyterLab Dark")
+    page.keyboard.press("Enter")
+    page.wait_for_function("() => document.body.dataset.jpThemeLight === 'false'", timeout=30_000)
+    page.wait_for_timeout(1_000)  # the theme's CSS applies; not a limit on anything
+    widget.scroll_into_view_if_needed()
+    widget.screenshot(path=ARTIFACTS / "browser-03_memory-explorer-dark.png")
+    figure = page.locator(".jp-NotebookPanel .jp-OutputArea-output img").first
+    figure.scroll_into_view_if_needed()
+    figure.screenshot(path=ARTIFACTS / "browser-03_memory-figure-dark.png")
+    page.screenshot(path=ARTIFACTS / "browser-03_memory-dark.png")
+    out["dark_contrast"] = page.evaluate(_CONTRAST, [widget.element_handle()])
+    out["transparent_pixels"] = page.evaluate(_TRANSPARENT)
+    return out
+
+
+def _both(*thens):
+    """The ``then`` hooks of ``drive_explorer``, one after the other, their results merged."""
+    return lambda page, widget, run_code: {k: v for then in thens for k, v in then(page, widget, run_code).items()}
 
 
 @pytest.mark.slow
@@ -523,7 +673,7 @@ def test_memory_explorer_in_jupyterlab(tmp_path: Path):
         moves=3,
         # the kernel's share of the last redraw (MemoryExplorer.last_redraw_s: sentence, figure, PNG, display)
         kernel_probe=f"print(round({explorer_variable(LESSON)}.last_redraw_s * 1000, 1))",
-        then=_both(_model_switch(explorer_variable(LESSON)), _quiz),
+        then=_both(_model_switch(explorer_variable(LESSON)), _quiz, _keyboard_and_dark_theme),
         tmp=tmp_path,
         name="03_memory",
     )
@@ -563,11 +713,12 @@ def test_memory_explorer_in_jupyterlab(tmp_path: Path):
         assert slider["track"] >= 30 * (slider["positions"] - 1), slider  # 30 px or more between two positions
     (legend,) = [t for t in layout["html"] if "measured peak" in t]
     assert "capacity" in legend, legend
+    assert layout["broken"] == [] and layout["gap"] is not None and layout["gap"] >= 16, layout  # issue 55, item 9
     # no stale text or figure: each state shows its own model, and only its own Measure line
     large, measured, back = result["large"], result["measured"], result["back"]
-    assert "mlp width 8192 depth 16" in large["title"] and large["status"] == "" and large["timeline_images"] == 0
+    assert "mlp, width 8192, depth 16" in large["title"] and large["status"] == "" and large["timeline_images"] == 0
     assert measured["status"].startswith("measured N = 1, 4, 16 on fake tensors") and measured["timeline_images"] == 1
-    assert "mlp width 512 depth 4" in back["title"] and back["status"] == "" and back["timeline_images"] == 1
+    assert "mlp, width 512, depth 4" in back["title"] and back["status"] == "" and back["timeline_images"] == 1
     # the venv's JupyterLab has the course's settings: no "get notified about Jupyter news?" popup (issue 45, 17)
     assert result["fetch_news"] == "false", result["fetch_news"]
     # issue 53: the lesson's questions answer in the page, in both languages, and fetch nothing (no MathJax from a CDN)
@@ -580,6 +731,24 @@ def test_memory_explorer_in_jupyterlab(tmp_path: Path):
     assert result["mathjax"] == "object" and not [u for u in result["blocked"] if "mathjax" in u.lower()], result[
         "blocked"
     ]
+    # issue 55, accessibility: every control named; the explorer works from the keyboard alone; the dark theme
+    assert result["names"] == {f"{role} {name}": 1 for role, name in EXPLORER_NAMES}, result["names"]
+    assert [alt.split(":")[0] for alt in result["images"]] == ["Bar chart", "Timeline"], result["images"]
+    assert all(len(alt) > 60 for alt in result["images"]), result["images"]  # what the figure shows, not a file name
+    order = [(role, name) for role, name in result["tab_order"] if role != "div"]  # but a slider's editable readout
+    assert order == TAB_ORDER, order
+    steps = result["steps"]
+    record_measurement(f"browser: the explorer from the keyboard: {steps}")
+    assert SENTENCE.match(steps["ArrowRight on accumulation steps"]), steps
+    assert steps["ArrowDown on data parallel"].startswith("No timeline with data parallelism"), steps
+    assert steps["ArrowUp on data parallel"] == "" and "T4 (Colab's GPU)" in steps["ArrowDown on capacity"], steps
+    assert steps["Enter on Save PNGs"].startswith("saved memory-explorer-N"), steps
+    record_measurement(f"browser: dark theme, the explorer's lowest text contrasts {result['dark_contrast']}; "
+                       f"transparent pixels per lesson 03 figure {result['transparent_pixels']}")  # fmt: skip
+    assert min(c["ratio"] for c in result["dark_contrast"]) >= 4.5, result["dark_contrast"]  # WCAG 2.1 AA, text
+    assert len(result["transparent_pixels"]) >= 4 and set(result["transparent_pixels"]) == {0}, result
+    for name in ("explorer-dark", "figure-dark"):
+        assert (ARTIFACTS / f"browser-03_memory-{name}.png").stat().st_size > 5_000, name
 
 
 def save_notebook(page, panel, name: str) -> None:

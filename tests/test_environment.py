@@ -205,7 +205,7 @@ def test_lessons_00_and_03_say_their_findings_in_sentences_in_both_languages():
             set_language(lang)
             assert binder_markers_sentence({"BINDER_REQUEST": ""}) == none  # an empty value is no marker
             assert binder_markers_sentence({"BINDER_REPO_URL": "u", "BINDER_REQUEST": "r"}) == some  # in their order
-            assert smallest_n_line("A10G:", 8, 19.53 * 1024) == fits
-            assert smallest_n_line("T4:", None, 15.81 * 1024) == no_fit
+            assert smallest_n_line("A10G", 8, 19.53 * 1024) == fits
+            assert smallest_n_line("T4", None, 15.81 * 1024) == no_fit
     finally:
         set_language(None)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import html
 import inspect
 import re
 
@@ -166,20 +167,22 @@ def test_timeline_panel_follows_the_slider_from_cached_numbers(explorer, cached,
 
 def test_fits_summary_values_and_errors():
     peaks = {1: 300.0, 2: 150.0, 4: 90.0, 8: 60.0}
-    out = fits_summary(peaks, 2, 100.0, "a 100 MiB card", micro_batch_size=64)
+    out = fits_summary(peaks, 2, 100.0, "a 100 MiB card", micro_batch_size=64, source="measured")
     assert out == {
         "fits": False,
         "smallest_accum_steps": 4,
-        "text": "N = 2 (micro-batch 64): peak 150.0 MiB, does not fit in a 100 MiB card. Smallest N that fits: 4.",
+        "text": "N = 2 (micro-batch 64): peak 150.0 MiB (measured), does not fit in a 100 MiB card. "
+        "Smallest N that fits: 4.",
     }
-    none = fits_summary(peaks, 8, 50.0, persistent_mib=55.0)
+    none = fits_summary(peaks, 8, 50.0, persistent_mib=55.0, micro_batch_size=8, source="predicted")
     assert none["smallest_accum_steps"] is None and none["fits"] is False
     assert none["text"].endswith("No N up to 8 fits: parameters, gradients and optimizer state alone need 55.0 MiB.")
+    assert fits_summary(peaks, 8, 50.0, micro_batch_size=8, source="predicted")["text"].endswith("No N up to 8 fits.")
     assert format_mib(2048.0) == "2.0 GiB" and format_mib(19.64) == "19.6 MiB"
     with pytest.raises(ValueError, match="budget_mib must be a positive number of MiB, got -1"):
-        fits_summary(peaks, 2, -1)
+        fits_summary(peaks, 2, -1, micro_batch_size=64, source="measured")
     with pytest.raises(ValueError, match="accum_steps=3 has no peak"):
-        fits_summary(peaks, 3, 100)
+        fits_summary(peaks, 3, 100, micro_batch_size=64, source="measured")
 
 
 def test_bad_explorer_arguments():
@@ -236,14 +239,14 @@ def test_capacity_is_what_a_process_can_allocate(monkeypatch):
     assert CUDA_CONTEXT_MIB == 253.75  # pytorch/pytorch#86509's 287,047,680 bytes less its 20 MiB segment
     assert CARD_TOTAL_MIB["T4 (Colab's GPU)"] == 15_360 < 16 * 1024  # a "16 GB" card's real total
     assert [round(mib) for _, mib in CAPACITY_PRESETS] == [15106, 22774, 22780, 40706, 81666, 81305, 143517]
-    assert CAPACITY_PRESETS[0][0] == "T4 (Colab's GPU): 15,360 MiB (14.8 GiB usable)"
+    assert CAPACITY_PRESETS[0][0] == "T4 (Colab's GPU)"  # the menu gives its one size: test_one_size_per_card
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (15 * 2**30, 16 * 2**30))
     monkeypatch.setattr(torch.cuda, "memory_reserved", lambda device=None: 2**30)
     monkeypatch.setattr(torch.cuda, "get_device_properties", lambda device: types.SimpleNamespace(name="Stand-in T4"))
     label, mib = gpu_capacity()
     assert mib == 16 * 1024.0  # 15 GiB free + 1 GiB this process already reserved
-    assert label == "this GPU: Stand-in T4 (16,384 MiB; 16,384 MiB free or reserved by this process)"
+    assert label == "this GPU, Stand-in T4"  # its size is the capacity: free or reserved by this process
 
 
 def test_the_data_parallel_choice_shows_one_ranks_predicted_memory(explorer, cached):
@@ -303,7 +306,7 @@ def big_explorer(cached):
     """The lesson's explorer (default model, N = 2, a 32 MiB budget) after Measure on the large model at N = 1 and 4
     (fake tensors: too large to run here), then back on the default model."""
     measured, profile = cached
-    ex = MemoryExplorer(DEFAULT, 2, measurements=measured, profile=profile, capacity=("a 32 MiB budget", 32.0))
+    ex = MemoryExplorer(DEFAULT, 2, measurements=measured, profile=profile, capacity=32.0)  # as lesson 03 opens it
     ex.width_slider.value, ex.depth_slider.value, ex.batch_slider.value = 8192, 16, 65536
     before = {"png": ex.timeline_png, "state": ex.state()}
     ex.measure(accum_steps=(1, 4))
@@ -337,7 +340,7 @@ def test_every_text_fits_in_its_panel_at_every_n_and_one_unit_per_view(big_explo
             assert state["unit"] == unit and bars.axes[0].get_ylabel() == f"peak memory ({unit})"
             assert timeline.axes[0].get_ylabel() == f"live memory ({unit})"
             assert timeline.axes[0].get_ylim()[1] < 100  # GiB drawn as GiB, not 60000 MiB
-            numbers = re.findall(r"\d[\d,.]* (MiB|GiB)", state["sentence"].replace(state["capacity_label"], ""))
+            numbers = re.findall(r"\d[\d,.]* (MiB|GiB)", state["sentence"])  # the capacity's name included
             assert numbers and set(numbers) == {unit}, state["sentence"]
 
 
@@ -368,7 +371,7 @@ def test_no_stale_text_or_figure_after_changing_the_model(big_explorer):
     the status line describes that model, and back on the default model it is gone."""
     ex, before, after = big_explorer
     assert before["png"] == b"" and before["state"]["timeline_source"] is None and before["state"]["status"] == ""
-    assert "nothing measured yet for mlp width 8192" in before["state"]["sentence"]
+    assert "nothing measured yet for mlp, width 8192, depth 16" in before["state"]["sentence"]
     assert after["status"].startswith("measured N = 1, 4 on fake tensors") and after["state"]["width"] == 8192
     ex.width_slider.value, ex.depth_slider.value, ex.batch_slider.value = 512, 4, 4096
     state = ex.state()
@@ -395,3 +398,163 @@ def test_legend_names_the_capacity_line_and_png_files_go_to_an_ignored_folder(ex
     assert str(tmp_path / SAVE_FOLDER) in explorer.status.value and ".gitignore" in explorer.status.value
     ignored = subprocess.run(["git", "check-ignore", "-q", f"lessons/{SAVE_FOLDER}/memory-explorer-N8.png"], cwd=ROOT)
     assert ignored.returncode == 0, "lessons/saved-figures/ is not ignored by git"
+
+
+# -- issue 55, items 7-10, and its accessibility part; issue 54: the explorer in Portuguese ---------------------------
+
+
+def _bars_drawn(fig) -> dict:
+    """What the bar chart draws: each filled bar's alpha, and the peak dots (filled or hollow) by face colour."""
+    ax = fig.axes[0]
+    alphas = {round(p.get_alpha() or 1.0, 2) for p in ax.patches if p.get_fill()}
+    dots = [line.get_markerfacecolor() for line in ax.get_lines() if line.get_marker() == "o"]
+    return {"alphas": alphas, "dots": dots}
+
+
+def test_data_parallel_is_drawn_as_predicted_and_the_timeline_says_why_it_is_gone(explorer):
+    """Issue 55, item 7: under DDP or FSDP the bars are one rank's prediction: pale, with no measured dot, as the
+    legend says (they were solid with filled dots); the timeline panel, which shows one process, is replaced by a
+    sentence saying why and how to get it back (it vanished without a word)."""
+    assert _bars_drawn(explorer.panels.last_bars)["dots"]  # one process: the fixture's measured N have dots
+    for mode in ("DDP", "FSDP, sync each micro-step"):
+        explorer.parallel_dropdown.value = mode
+        drawn = _bars_drawn(explorer.panels.last_bars)
+        assert drawn == {"alphas": {0.35}, "dots": []}, (mode, drawn)
+    explorer.parallel_dropdown.value = "none"
+    assert explorer.state()["timeline_note"] == "" and explorer.timeline_note.value == ""
+    for mode in ("DDP", "FSDP, sync each micro-step"):
+        explorer.parallel_dropdown.value = mode
+        state = explorer.state()
+        assert state["source"] == "predicted" and state["timeline_source"] is None and explorer.timeline_png == b""
+        assert "No timeline with data parallelism" in state["timeline_note"] and "data parallel: none" in state[
+            "timeline_note"]  # fmt: skip
+        assert explorer.timeline_note.value == f"<i>{html.escape(state['timeline_note'])}</i>"
+    explorer.parallel_dropdown.value = "none"
+    assert explorer.state()["timeline_note"] == "" and explorer.timeline_png
+    explorer.width_slider.value = 1024  # a model not measured yet: no timeline, and the panel says so
+    assert explorer.state()["timeline_note"].startswith("No timeline yet for this model: press Measure")
+
+
+def test_one_size_per_card_and_one_unit_per_view(big_explorer):
+    """Issue 55, item 8: the A10G was "23,028 MiB (22.2 GiB usable)" inside a sentence in GiB, and the T4 had three
+    sizes. Each menu entry now gives one size (a card's usable GiB, a budget its own), and the sentence names the card
+    without a size of its own: every number of the view is in the view's unit."""
+    ex, _, _ = big_explorer
+    menu = [label for label, _ in ex.capacity_dropdown.options]
+    assert menu[:3] == ["the budget, 32.0 MiB", "T4 (Colab's GPU), 14.8 GiB usable", "A10G, 22.2 GiB usable"]
+    assert all(len(re.findall(r"\d[\d,.]* (?:MiB|GiB)", label)) == 1 for label in menu), menu
+    ex.width_slider.value, ex.depth_slider.value, ex.batch_slider.value = 8192, 16, 65536
+    ex.capacity_dropdown.value = menu.index("A10G, 22.2 GiB usable")
+    ex.accum_slider.value = 4
+    sentence = ex.state()["sentence"]
+    assert re.findall(r"\d[\d,.]* (MiB|GiB)", sentence) == ["GiB"], sentence
+    assert "does not fit in A10G." in sentence or "fits in A10G." in sentence, sentence
+    ex.width_slider.value, ex.depth_slider.value, ex.batch_slider.value = 512, 4, 4096  # a MiB view, a GiB card
+    state = ex.state()
+    assert set(re.findall(r"\d[\d,.]* (MiB|GiB)", state["sentence"])) == {"MiB"} and state["unit"] == "MiB"
+    ex.capacity_dropdown.value = 0
+
+
+def test_legend_items_do_not_wrap_and_the_optimizer_step_line_is_named(explorer):
+    """Issue 55, item 9: each legend item is one unbreakable piece ("- - predicted" / "peak" wrapped inside one);
+    the line at the start of optimizer.step() in the timeline panel is named in a legend of its own under the panel
+    and drawn dash-dot (it was an unnamed dashed line, read as a predicted peak, the bars' dashes); "ranks" keeps a gap
+    from its menu."""
+    from gradacc.memory.explorer_draw import legend_items, timeline_figure, timeline_legend_items
+
+    for widget, items in ((explorer.legend, legend_items()), (explorer.timeline_legend, timeline_legend_items())):
+        spans = re.findall(r'<span class="gradacc-legend-item" style="white-space:nowrap[^"]*">', widget.value)
+        assert len(spans) == len(items) and all(text in widget.value for _, text in items)
+    assert len(legend_items()) == 11 and "optimizer.step() starts" in explorer.timeline_legend.value
+    assert explorer.timeline_legend in explorer.widget.children
+    timeline, state = explorer.timeline(), explorer.state()
+    fig = timeline_figure(timeline, ymax=state["timeline_ymax"], peak_source=state["source"])
+    (step,) = [line for line in fig.axes[0].get_lines() if line.get_label() == "optimizer.step() starts"]
+    assert step.get_linestyle() == "-." and step.get_xdata()[0] == timeline.event_index("optimizer step")
+    dashed = [line for line in explorer.panels.last_bars.axes[0].get_lines() if line.get_linestyle() == "--"]
+    assert [line.get_label() for line in dashed] == ["predicted peak"]  # the bars' dashes are the prediction only
+    picture = explorer.static_view()  # a page without a kernel: its legend names the timelines' lines too
+    legend = [t.get_text() for t in picture.axes[0].get_legend().get_texts()]
+    assert {"a micro-step starts", "optimizer.step() starts"} <= set(legend)
+    assert explorer.world_slider.layout.margin == "0 0 0 24px"
+
+
+def test_saved_pngs_explain_themselves(explorer, tmp_path):
+    """Issue 55, item 10: Save PNGs wrote the bare panels (no title, no legend). Each file now has a heading (the
+    model; for the bars the capacity and the sentence too) and a legend, every text inside the picture."""
+    import matplotlib.image
+
+    from gradacc.memory.explorer_draw import texts_outside
+
+    explorer.accum_slider.value = 2
+    paths = explorer.save_png(tmp_path)
+    bars, timeline = explorer.saved_figures
+    state = explorer.state()
+    heading = bars.texts[0].get_text()
+    assert "mlp, width 512, depth 4" in heading and "capacity: a 30 MiB budget, 30.0 MiB" in heading
+    assert " ".join(state["sentence"].split()) in " ".join(heading.split())
+    legend = [t.get_text() for t in bars.axes[0].get_legend().get_texts()]
+    assert {"parameters", "optimizer state", "activations", "measured peak (fake tensors)", "predicted peak",
+            "capacity", "pale bars: predicted"} <= set(legend), legend  # fmt: skip
+    assert "mlp, width 512, depth 4" in timeline.texts[0].get_text()
+    legend = [t.get_text() for t in timeline.axes[0].get_legend().get_texts()]
+    assert {"parameters", "gradients", "a micro-step starts", "optimizer.step() starts"} <= set(legend), legend
+    assert texts_outside(bars) == [] and texts_outside(timeline) == []
+    assert [matplotlib.image.imread(p).shape[1] for p in paths] == [980, 980]  # wider than the 700 px panels
+
+
+def _visible_texts(ex) -> dict[str, str]:
+    """Every text the explorer shows a learner, by where: the controls' labels, options and tooltips, the HTML
+    lines, the alternative texts, and the texts of both panels and of a saved figure."""
+    texts = {}
+    for name in ("accum_slider", "batch_slider", "width_slider", "depth_slider", "optimizer_buttons",
+                 "precision_buttons", "parallel_dropdown", "world_slider", "capacity_dropdown", "measure_button",
+                 "save_button", "progress"):  # fmt: skip
+        control = getattr(ex, name)
+        texts[f"{name}.description"] = control.description
+        texts[f"{name}.tooltip"] = control.tooltip or ""
+        if hasattr(control, "_options_labels") and "slider" not in name:
+            texts.update({f"{name}.option{i}": o for i, o in enumerate(control._options_labels)})
+    for name in ("sentence", "title", "legend", "timeline_note"):
+        texts[name] = re.sub(r"<[^>]+>", " ", getattr(ex, name).value)
+    state = ex.state()
+    texts.update(figure_alt=state["figure_alt"], timeline_title=state["timeline_title"] or "")
+    figures = {
+        "bars": ex.panels.last_bars,
+        **dict(zip(("saved bars", "saved timeline"), ex.saved_figures, strict=True)),
+    }
+    for where, fig in figures.items():
+        for i, t in enumerate(fig.findobj(lambda a: hasattr(a, "get_text") and a.get_visible())):
+            texts[f"{where} text {i}"] = t.get_text()
+    return texts
+
+
+# Words of the explorer that stay as they are in Portuguese: names, code, units
+KEPT = {"N", "SGD", "Adam", "DDP", "FSDP", "MiB", "GiB", "mlp", "fp32", "bf16", "Colab", "T4", "A10G", "L4", "A100",
+        "H100", "H200", "HBM3", "GB", "optimizer.step()", "PNG", "PNGs", "x", "ranks"}  # fmt: skip
+
+
+def test_the_explorer_speaks_portuguese_in_the_pt_br_edition(cached, tmp_path):
+    """Issue 54: in the pt-BR edition (``set_language("pt_BR")``, as its notebooks' setup cell does) every label,
+    menu, tooltip, header, sentence, legend and figure text of the explorer is Portuguese: an English explorer and a
+    Portuguese one side by side, each text compared; what stays the same is only names, numbers and code."""
+    from gradacc import i18n
+
+    measured, profile = cached
+    shown = {}
+    for lang in ("en", "pt_BR"):
+        i18n.set_language(lang)
+        try:
+            ex = MemoryExplorer(DEFAULT, 1, measurements=measured, profile=profile, capacity=30.0)
+            ex.save_png(tmp_path / lang)
+            shown[lang] = _visible_texts(ex)
+        finally:
+            i18n.set_language(None)
+    english, portuguese = shown["en"], shown["pt_BR"]
+    assert english.keys() == portuguese.keys()
+    words = re.compile(r"[A-Za-z][A-Za-z0-9.()']*")
+    same = {k: v for k, v in english.items() if portuguese[k] == v and set(words.findall(v)) - KEPT}
+    assert same == {}, same
+    assert portuguese["accum_slider.description"] == "passos de acumulação"
+    assert portuguese["sentence"].strip().startswith("N = 1 (microlote 4096): pico 58.5 MiB (medido em tensores")
+    assert "não cabe" in portuguese["sentence"] and "Salvar PNGs" == portuguese["save_button.description"]

@@ -23,7 +23,8 @@ The API (this package re-exports it), one concern per module:
 * ``xla``: XLA's compiled memory analysis for JAX, and ``step_memory`` (one JAX training step of lesson 06's loops).
 
 Imported by name (importing this package imports none of them): the memory explorer (``widgets``: its controls;
-``explorer_state``: what it knows and measures; ``explorer_draw``: its panels), ``capacity`` (what a GPU can hold),
+``explorer_state``: what it knows and measures; ``explorer_draw``: its panels; ``explorer_access``: its tooltips,
+screen-reader names and text alternatives), ``capacity`` (what a GPU can hold),
 ``plots`` (the memory figures), ``bench`` and ``bench_report`` (``gradacc bench``: five implementations side by side).
 
 The room imports ``foundations``, and ``frameworks`` and ``parallel`` where it measures them (``bench``,

@@ -5,11 +5,21 @@ from __future__ import annotations
 
 import torch
 
-__all__ = ["CARD_TOTAL_MIB", "CUDA_CONTEXT_MIB", "usable_mib", "CAPACITY_PRESETS", "gpu_capacity"]
+from ..i18n import N_, _
+
+__all__ = [
+    "CARD_TOTAL_MIB",
+    "CUDA_CONTEXT_MIB",
+    "usable_mib",
+    "CAPACITY_PRESETS",
+    "card_size",
+    "card_label",
+    "gpu_capacity",
+]
 
 
 CARD_TOTAL_MIB: dict[str, int] = {
-    "T4 (Colab's GPU)": 15_360,
+    N_("T4 (Colab's GPU)"): 15_360,
     "A10G": 23_028,
     "L4": 23_034,
     "A100 40 GB": 40_960,
@@ -43,11 +53,22 @@ def usable_mib(total_mib: float) -> float:
 
 
 CAPACITY_PRESETS: tuple[tuple[str, float], ...] = tuple(
-    (f"{card}: {total:,} MiB ({usable_mib(total) / 1024:.1f} GiB usable)", usable_mib(total))
-    for card, total in CARD_TOTAL_MIB.items()
+    (card, usable_mib(total)) for card, total in CARD_TOTAL_MIB.items()
 )
-"""Common cards as ``(label, usable MiB)``: the ``nvidia-smi`` total (``CARD_TOTAL_MIB``) minus the CUDA context
-(``usable_mib``); the label names the card, its total and its usable GiB."""
+"""Common cards as ``(card, usable MiB)``: the ``nvidia-smi`` total (``CARD_TOTAL_MIB``) minus the CUDA context
+(``usable_mib``). One size per card: wherever the course names a card as a capacity (the explorer's menu and sentence,
+lesson 03's table) it gives this usable size (``card_size``), never the total or the nominal size beside it."""
+
+
+def card_size(mib: float) -> str:
+    """A card's usable memory as the course writes it: GiB with one decimal (``"14.8 GiB"``), whatever the view."""
+    return f"{mib / 1024:,.1f} GiB"
+
+
+def card_label(card: str, mib: float) -> str:
+    """A card with its one size, in the learner's language: ``"T4 (Colab's GPU), 14.8 GiB usable"`` (the explorer's
+    capacity menu; lesson 03, section 4)."""
+    return _("{card}, {size} usable").format(card=_(card), size=card_size(mib))
 
 
 def gpu_capacity() -> tuple[str, float] | None:
@@ -56,13 +77,12 @@ def gpu_capacity() -> tuple[str, float] | None:
     The capacity is what this process can use for tensors: the device's free memory (``torch.cuda.mem_get_info``,
     read after the CUDA context exists, so the context is already taken off) plus what PyTorch's caching allocator
     already reserved in this process (``torch.cuda.memory_reserved``: blocks it holds and reuses, counted as used by
-    the driver). The label shows the card's total.
+    the driver). The label names the card; its size is the capacity (one size per card: ``CAPACITY_PRESETS``).
     """
     if not torch.cuda.is_available():
         return None
-    free, total = torch.cuda.mem_get_info(0)
+    free, _total = torch.cuda.mem_get_info(0)
     reserved = torch.cuda.memory_reserved(0)
     name = torch.cuda.get_device_properties(0).name
     usable = (free + reserved) / 2**20
-    label = f"this GPU: {name} ({total / 2**20:,.0f} MiB; {usable:,.0f} MiB free or reserved by this process)"
-    return label, float(usable)
+    return _("this GPU, {name}").format(name=name), float(usable)

@@ -13,23 +13,54 @@ import textwrap
 from collections.abc import Hashable, Sequence
 from typing import Any
 
+from ..i18n import _
 from . import CATEGORIES, StepMemory, StepTimeline
-from .plots import COLORS, UNITS, figure_png, plot_breakdown, plot_timeline, unit_for
+from .plots import COLORS, UNITS, category_label, figure_png, plot_breakdown, plot_timeline, source_label, unit_for
 
-__all__ = ["legend_html", "view_unit", "timeline_ymax", "timeline_title", "timeline_figure", "static_view_figure",
-           "texts_outside", "ExplorerPanels"]  # fmt: skip
+__all__ = ["legend_items", "timeline_legend_items", "legend_html", "view_unit", "timeline_ymax", "timeline_title", "timeline_figure",
+           "static_view_figure", "bars_figure", "texts_outside", "ExplorerPanels"]  # fmt: skip
 
 
-def legend_html() -> str:
-    """The legend under the bars, as HTML (text drawn by matplotlib is what makes a redraw slow): one swatch per
-    category, the peak markers, the predicted line and the capacity line."""
-    swatch = '<span style="display:inline-block;width:10px;height:10px;background:{};margin:0 3px 0 10px"></span>{}'
-    items = [swatch.format(COLORS[c], c.replace("_", " ")) for c in CATEGORIES]
-    items.append("&nbsp;&nbsp;&#9679; measured peak &nbsp;&#9675; measured on fake tensors &nbsp;- - predicted peak")
-    items.append('&nbsp;&nbsp;<span style="color:crimson;font-weight:bold">&middot;&middot;&middot;&middot;</span> '
-                 "capacity")  # fmt: skip
-    items.append("&nbsp;&nbsp;pale bars: predicted")
-    return '<div style="font-size:12px">' + "".join(items) + "</div>"
+_PALE = "#c0cee5"
+"""The parameters' colour as a pale bar draws it (alpha 0.35 on white), solid: the same swatch on a dark theme."""
+
+
+def legend_items() -> list[tuple[str, str]]:
+    """The legend under the bars, item by item: ``(mark, text)``, the mark as HTML (a swatch, a dot, a line), the
+    text in the learner's language: one swatch per category, the peak markers, the predicted line, the capacity line
+    and the pale bars."""
+    swatch = '<span style="display:inline-block;width:10px;height:10px;background:{};vertical-align:middle"></span>'
+    items = [(swatch.format(COLORS[c]), category_label(c)) for c in CATEGORIES]
+    items += [
+        ("&#9679;", _("measured peak")),
+        ("&#9675;", _("measured on fake tensors")),
+        ("- -", _("predicted peak")),
+        ('<span style="color:crimson;font-weight:bold">&middot;&middot;&middot;&middot;</span>', _("capacity")),
+        (
+            swatch.format(_PALE),
+            _("pale bars: predicted"),
+        ),
+    ]
+    return items
+
+
+def timeline_legend_items() -> list[tuple[str, str]]:
+    """The timeline panel's lines and marker, item by item as ``legend_items``: where a micro-step starts (dotted),
+    where ``optimizer.step()`` starts (dash-dot: not the predicted peaks' dashes), the peak (a triangle)."""
+    return [
+        ("&#8942;", _("a micro-step starts")),
+        ("&#8722;&#183;&#8722;", _("optimizer.step() starts")),
+        ("&#9660;", _("peak")),
+    ]
+
+
+def legend_html(items: list[tuple[str, str]] | None = None) -> str:
+    """A legend as HTML (text drawn by matplotlib is what makes a redraw slow): ``items`` (default: the bars'
+    ``legend_items``), each kept on one line (``white-space: nowrap``): a narrow notebook wraps between items, never
+    inside one."""
+    item = '<span class="gradacc-legend-item" style="white-space:nowrap;margin-right:14px">{} {}</span> '
+    items = legend_items() if items is None else items
+    return '<div style="font-size:12px;line-height:1.7">' + "".join(item.format(*i) for i in items) + "</div>"
 
 
 def view_unit(rows: Sequence[StepMemory]) -> str:
@@ -48,9 +79,13 @@ def timeline_title(timeline: StepTimeline, peak_source: str | None = None) -> st
     bar chart's peak at this N comes from elsewhere (``peak_source``: "measured" while the timeline is predicted),
     that too."""
     own = "predicted" if timeline.predicted else "measured"
-    source = "predicted from the profile" if timeline.predicted else "measured"
-    second = f"timeline {source}" if peak_source in (None, own) else f"timeline {source}; the bar: {peak_source}"
-    return f"one optimizer step, N = {timeline.accum_steps} (micro-batch {timeline.micro_batch_size})\n{second}"
+    first = _("one optimizer step, N = {n} (micro-batch {micro})").format(
+        n=timeline.accum_steps, micro=timeline.micro_batch_size
+    )
+    second = _("timeline predicted from the profile") if timeline.predicted else _("timeline measured")
+    if peak_source not in (None, own):
+        second = _("{timeline}; the bar: {source}").format(timeline=second, source=source_label(peak_source))
+    return f"{first}\n{second}"
 
 
 def _new_figure(figsize: tuple[float, float], *, top: float = 0.95, bottom: float = 0.16) -> tuple[Any, Any]:
@@ -62,17 +97,57 @@ def _new_figure(figsize: tuple[float, float], *, top: float = 0.95, bottom: floa
 
 
 def timeline_figure(
-    timeline: StepTimeline, *, ymax: float | None = None, peak_source: str | None = None, unit: str = "MiB"
+    timeline: StepTimeline,
+    *,
+    ymax: float | None = None,
+    peak_source: str | None = None,
+    unit: str = "MiB",
+    heading: str = "",
 ) -> Any:
     """One timeline as the explorer's panel (a 7 x 3 in matplotlib ``Figure``): ``plot_timeline`` titled by
-    ``timeline_title``, pale when predicted, in ``unit``; ``ymax`` (MiB) fixes the y axis, so that the panels of
-    different N compare."""
-    fig, ax = _new_figure((7.0, 3.0), top=0.83, bottom=0.15)
+    ``timeline_title``, pale when predicted, in ``unit``, its ``optimizer.step()`` line named; ``ymax`` (MiB) fixes the
+    y axis, so that the panels of different N compare. With ``heading`` (the model, for a saved file) the figure is
+    one that explains itself: the heading above, a legend of the categories and lines on the right (9.8 in wide)."""
+    if heading:
+        fig, ax = _new_figure((9.8, 3.4), top=0.74, bottom=0.14)
+        fig.subplots_adjust(right=0.7, left=0.08)
+        fig.suptitle(heading, fontsize=10)
+    else:
+        fig, ax = _new_figure((7.0, 3.0), top=0.83, bottom=0.15)
     plot_timeline(ax, timeline, title=timeline_title(timeline, peak_source), alpha=0.45 if timeline.predicted else 1.0,
                   unit=unit)  # fmt: skip
     if ymax is not None:
         ax.set_ylim(0, max(ymax, 1.35 * timeline.peak_mib) / UNITS[unit])
-    ax.set_ylabel(f"live memory ({unit})", fontsize=9)
+    ax.set_ylabel(_("live memory ({unit})").format(unit=unit), fontsize=9)
+    if heading:
+        ax.legend(fontsize=9, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+    return fig
+
+
+def bars_figure(
+    heading: str,
+    rows: Sequence[StepMemory],
+    predicted: Sequence[StepMemory] | None,
+    *,
+    selected: int,
+    capacity_mib: float,
+    capacity_label: str,
+    unit: str,
+) -> Any:
+    """The bar chart as a figure that explains itself (what **Save PNGs** writes): ``heading`` above (the model, the
+    capacity, the sentence), the bars with the selected N outlined, and the legend on the right. 9.8 in wide."""
+    fig, ax = _new_figure((9.8, 3.9), top=0.78, bottom=0.13)
+    fig.subplots_adjust(left=0.08, right=0.7)
+    fig.suptitle(heading, fontsize=10)
+    plot_breakdown(ax, rows, predicted=predicted, selected=selected, capacity_mib=capacity_mib,
+                   capacity_label=capacity_label, unit=unit)  # fmt: skip
+    handles, labels = ax.get_legend_handles_labels()
+    if any(r.source == "predicted" for r in rows) and any(r.source != "predicted" for r in rows):
+        from matplotlib.patches import Patch
+
+        handles.append(Patch(facecolor=_PALE))
+        labels.append(_("pale bars: predicted"))
+    ax.legend(handles, labels, fontsize=9, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     return fig
 
 
@@ -94,19 +169,25 @@ def static_view_figure(
     fig = Figure(figsize=(8.4, 3.9 + 2.5 * len(views)), dpi=100)
     grid = fig.add_gridspec(1 + len(views), 1, height_ratios=[1.5] + [1.0] * len(views), hspace=0.65,
                             left=0.09, right=0.7, top=0.93, bottom=0.06)  # fmt: skip
-    fig.suptitle(f"{title}\nthe memory explorer as it opens (its sliders run live in JupyterLab, Colab or Binder)",
-                 fontsize=10)  # fmt: skip
+    fig.suptitle(_("{model}\nthe memory explorer as it opens (its sliders run live in JupyterLab, Colab or Binder)")
+                 .format(model=title), fontsize=10)  # fmt: skip
     bars = fig.add_subplot(grid[0])
     plot_breakdown(bars, rows, predicted=predicted, capacity_mib=capacity_mib, capacity_label=capacity_label,
-                   unit=unit)  # fmt: skip
+                   unit=unit, legend=False)  # fmt: skip
+    from matplotlib.lines import Line2D
+
+    handles, labels = bars.get_legend_handles_labels()
+    handles += [Line2D([], [], color="0.35", lw=0.8, ls=":"), Line2D([], [], color="black", lw=1.2, ls="-.")]
+    labels += [_("a micro-step starts"), _("optimizer.step() starts")]  # the timelines' lines, below
+    bars.legend(handles, labels, fontsize=9, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     ymax = timeline_ymax(rows)
-    for i, (_, (sentence, timeline)) in enumerate(sorted(views.items()), start=1):
+    for i, (_n, (sentence, timeline)) in enumerate(sorted(views.items()), start=1):
         ax = fig.add_subplot(grid[i])
         verdict = "\n".join(textwrap.wrap(sentence, 100))
         if timeline is not None:
             plot_timeline(ax, timeline, title=verdict, alpha=0.45 if timeline.predicted else 1.0, unit=unit)
             ax.set_ylim(0, max(ymax, 1.35 * timeline.peak_mib) / UNITS[unit])
-            ax.set_ylabel(f"live memory ({unit})", fontsize=9)
+            ax.set_ylabel(_("live memory ({unit})").format(unit=unit), fontsize=9)
             ax.title.set_horizontalalignment("left")
             ax.title.set_x(0.0)
         else:
@@ -179,7 +260,7 @@ class ExplorerPanels:
                                       capacity_label=capacity_label, legend=False, unit=unit)  # fmt: skip
                 self._chart = (key, fig, info)
             else:
-                ax.text(0.5, 0.5, "nothing measured yet: press Measure", ha="center", va="center",
+                ax.text(0.5, 0.5, _("nothing measured yet: press Measure"), ha="center", va="center",
                         transform=ax.transAxes, fontsize=10)  # fmt: skip
                 ax.set_axis_off()
                 self._chart = None

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from ..i18n import _
 from . import (
     MemoryProfile,
     StepConfig,
@@ -34,6 +35,7 @@ __all__ = [
     "DEPTH_OPTIONS",
     "WORLD_OPTIONS",
     "check_options",
+    "model_label",
     "ExplorerState",
 ]
 
@@ -68,6 +70,16 @@ def check_options(config: StepConfig, accum_steps: int) -> None:
             raise ValueError(f"{name}={value!r} is not one of the explorer's options {list(options)}")
     if config.optimizer not in ("sgd", "adam"):
         raise ValueError(f"the explorer offers optimizers 'sgd' and 'adam', got {config.optimizer!r}")
+
+
+def model_label(config: StepConfig) -> str:
+    """The explorer's name for ``config`` in the learner's language (``"mlp, width 512, depth 4, adam, fp32, effective
+    batch 4096"``: ``config.label()``'s words, which lesson 03 prints in English, set apart by commas so that no printed
+    ``label()`` line is taken for this message): the title, the sentence and the saved figures' headings."""
+    template = _("{arch}, width {width}, depth {depth}, {optimizer}, {precision}, effective batch {batch}")
+    text = template.format(arch=config.arch, width=config.width, depth=config.depth, optimizer=config.optimizer,
+                           precision=config.precision, batch=config.effective_batch_size)  # fmt: skip
+    return text + (_(", checkpointed") if config.checkpoint else "")
 
 
 class ExplorerState:
@@ -165,23 +177,26 @@ class ExplorerState:
         world_size: int = 1,
     ) -> dict[str, Any]:
         """``{"sentence", "fits", "smallest_accum_steps"}`` at N = ``accum_steps`` for the capacity
-        ``(label, MiB)`` (``gradacc.memory.plots.fits_summary``, in the view's unit)."""
+        ``(name, MiB)`` (``gradacc.memory.plots.fits_summary``, in the view's unit; the sentence names the capacity
+        without its size, which its menu gives: one size per card, one unit per view)."""
         label, capacity_mib = capacity
         n = accum_steps
         current = next((r for r in rows if r.accum_steps == n), None)
         if current is None and rows:  # data parallel: N x ranks does not divide the effective batch
-            text = f"N = {n} on {world_size} ranks does not divide the effective batch {config.effective_batch_size}."
+            text = _("N = {n} on {ranks} ranks does not divide the effective batch {batch}.").format(
+                n=n, ranks=world_size, batch=config.effective_batch_size
+            )
             return {"sentence": text, "fits": None, "smallest_accum_steps": None}
         if current is None:
-            text = (f"N = {n}: nothing measured yet for {config.label()}. Press Measure (a probe for the predictor, "
-                    "then one step per N).")  # fmt: skip
+            text = _("N = {n}: nothing measured yet for {model}. Press Measure (a probe for the predictor, then one "
+                     "step per N).").format(n=n, model=model_label(config))  # fmt: skip
             return {"sentence": text, "fits": None, "smallest_accum_steps": None}
         b = current.breakdown_mib
         summary = fits_summary(
             {r.accum_steps: r.peak_mib for r in rows},
             n,
             capacity_mib,
-            label,
+            _(label),
             micro_batch_size=current.micro_batch_size,
             persistent_mib=2 * b["parameters"] + b["optimizer_state"],  # the gradient buffer matches the parameters
             source=current.source,
@@ -211,23 +226,28 @@ class ExplorerState:
         """
         results: list[StepMemory] = []
         try:
-            report(f"<i>probing {config.label()} for the predictor...</i>", 0, len(ACCUM_OPTIONS) + 1)
+            probing = _("probing {model} for the predictor...").format(model=model_label(config))
+            report(f"<i>{probing}</i>", 0, len(ACCUM_OPTIONS) + 1)
             profile = profile_config(config, fake=True)
             self.add_profile(config, profile)
             real = self.runs_for_real(config, profile)
             values = list(accum_steps or ((1, 2, 4, 8, 16) if real else (1, 4, 16)))
             values = [n for n in values if config.effective_batch_size % n == 0]
-            how = "for real" if real else "on fake tensors (too large to run here)"
             for i, n in enumerate(values):
-                report(f"<i>measuring N = {n} {how}...</i>", i + 1, len(values) + 1)
+                doing = (_("measuring N = {n} for real...") if real
+                         else _("measuring N = {n} on fake tensors (too large to run here)...")).format(n=n)  # fmt: skip
+                report(f"<i>{doing}</i>", i + 1, len(values) + 1)
                 result = measure_config(config, n, method=self.method) if real else measure_config(config, n, fake=True)
                 results.append(result)
                 self.add_measurements(config, [result])
                 if real:  # the timeline panel's measured timeline (one more step on the counter)
                     self.add_timelines(config, [timeline_config(config, n)])
             report("", len(values) + 1, len(values) + 1)
-            self.notes[config] = f"measured N = {', '.join(map(str, values))} {how}; the rest is predicted"
+            done = (_("measured N = {ns} for real; the rest is predicted") if real
+                    else _("measured N = {ns} on fake tensors (too large to run here); the rest is predicted"))  # fmt: skip
+            self.notes[config] = done.format(ns=", ".join(map(str, values)))
         except Exception as exc:
-            self.notes[config] = f"<b>measuring failed:</b> {type(exc).__name__}: {exc}"
+            failed = _("measuring failed:")
+            self.notes[config] = f"<b>{failed}</b> {type(exc).__name__}: {exc}"
             raise
         return results

@@ -12,6 +12,7 @@ import io
 from collections.abc import Sequence
 from typing import Any
 
+from ..i18n import N_, _
 from . import (
     CATEGORIES,
     StepMemory,
@@ -20,6 +21,8 @@ from . import (
 
 __all__ = [
     "COLORS",
+    "category_label",
+    "source_label",
     "format_mib",
     "fits_summary",
     "plot_breakdown",
@@ -40,6 +43,35 @@ COLORS: dict[str, str] = {
     "other": "#937860",
 }
 """One colour per breakdown category (``gradacc.memory.CATEGORIES``)."""
+
+
+CATEGORY_LABELS: dict[str, str] = {
+    "parameters": N_("parameters"),
+    "gradients": N_("gradients"),
+    "optimizer_state": N_("optimizer state"),
+    "activations": N_("activations"),
+    "temporaries": N_("temporaries"),
+    "other": N_("other"),
+}
+"""What a figure calls each category (translated where shown: ``category_label``)."""
+
+
+SOURCE_LABELS: dict[str, str] = {
+    "measured": N_("measured"),
+    "measured on fake tensors": N_("measured on fake tensors"),
+    "predicted": N_("predicted"),
+}
+"""``StepMemory.source`` values as a sentence says them (translated where shown: ``source_label``)."""
+
+
+def category_label(category: str) -> str:
+    """A category of ``CATEGORIES`` as a figure names it, in the learner's language (``"optimizer state"``)."""
+    return _(CATEGORY_LABELS[category])
+
+
+def source_label(source: str) -> str:
+    """Where a peak comes from (``StepMemory.source``) in the learner's language; an unknown one as given."""
+    return _(SOURCE_LABELS[source]) if source in SOURCE_LABELS else source
 
 
 UNITS: dict[str, float] = {"MiB": 1.0, "GiB": 1024.0}
@@ -70,25 +102,28 @@ def fits_summary(
     capacity_mib: float,
     capacity_label: str = "",
     *,
-    micro_batch_size: int | None = None,
+    micro_batch_size: int,
+    source: str,
     persistent_mib: float | None = None,
-    source: str = "",
     unit: str | None = None,
 ) -> dict[str, Any]:
-    """Whether the step at ``accum_steps`` fits in ``capacity_mib``, and the smallest N that does.
+    """Whether the step at ``accum_steps`` fits in ``capacity_mib``, and the smallest N that does, as one sentence in
+    the learner's language (``gradacc.i18n``: one catalog entry per ending, so that a stored line translates whole).
 
     Args:
         peaks_mib: N -> peak MiB (measured or predicted) for the N values on offer.
         accum_steps: the N selected (a key of ``peaks_mib``).
         capacity_mib: the device's memory (MiB), > 0.
+        capacity_label: what the capacity is, printed as given (default: its size).
+        micro_batch_size: the micro-batch at ``accum_steps`` (samples).
+        source: where the peak comes from (``StepMemory.source``: ``"measured"``, ``"predicted"``, ...), quoted after
+            it.
         persistent_mib: parameters + gradients + optimizer state, quoted when no N fits.
-        source: where the peak comes from (``"measured"``, ``"predicted"``), quoted after it.
         unit: ``"MiB"`` or ``"GiB"`` for every number of the sentence (default: each number's own, ``format_mib``).
 
     Returns:
         ``{"fits": bool, "smallest_accum_steps": int | None, "text": str}``; the text is one sentence, e.g.
-        ``"N = 8 (micro-batch 512): peak 19.6 MiB, fits in T4 (Colab's GPU): 15,360 MiB (14.8 GiB usable). Smallest N
-        that fits: 1."``
+        ``"N = 8 (micro-batch 512): peak 19.6 MiB (measured), fits in a 32 MiB budget. Smallest N that fits: 4."``
 
     Raises:
         ValueError: ``accum_steps`` not in ``peaks_mib``, or a non-positive capacity.
@@ -101,19 +136,27 @@ def fits_summary(
     peak = peaks_mib[accum_steps]
     fits = peak <= capacity
     smallest = next((n for n in sorted(peaks_mib) if peaks_mib[n] <= capacity), None)
-    where = capacity_label or format_mib(capacity, unit)
-    micro = f" (micro-batch {micro_batch_size})" if micro_batch_size else ""
-    verdict = "fits" if fits else "does not fit"
-    origin = f" ({source})" if source else ""
-    text = f"N = {accum_steps}{micro}: peak {format_mib(peak, unit)}{origin}, {verdict} in {where}."
+    values = {
+        "n": accum_steps,
+        "micro": micro_batch_size,
+        "peak": format_mib(peak, unit),
+        "source": source_label(source),
+        "verdict": _(N_("fits")) if fits else _(N_("does not fit")),
+        "where": capacity_label or format_mib(capacity, unit),
+        "smallest": smallest,
+        "largest": max(peaks_mib),
+    }
     if smallest is not None:
-        text += f" Smallest N that fits: {smallest}."
+        template = _("N = {n} (micro-batch {micro}): peak {peak} ({source}), {verdict} in {where}. "
+                     "Smallest N that fits: {smallest}.")  # fmt: skip
+    elif persistent_mib is None:
+        template = _("N = {n} (micro-batch {micro}): peak {peak} ({source}), {verdict} in {where}. "
+                     "No N up to {largest} fits.")  # fmt: skip
     else:
-        text += f" No N up to {max(peaks_mib)} fits"
-        if persistent_mib is not None:
-            text += f": parameters, gradients and optimizer state alone need {format_mib(persistent_mib, unit)}"
-        text += "."
-    return {"fits": fits, "smallest_accum_steps": smallest, "text": text}
+        template = _("N = {n} (micro-batch {micro}): peak {peak} ({source}), {verdict} in {where}. "
+                     "No N up to {largest} fits: parameters, gradients and optimizer state alone need {persistent}.")  # fmt: skip
+        values["persistent"] = format_mib(persistent_mib, unit)
+    return {"fits": fits, "smallest_accum_steps": smallest, "text": template.format(**values)}
 
 
 def plot_breakdown(
@@ -154,8 +197,10 @@ def plot_breakdown(
     unit = unit or unit_for(top)
     scale = UNITS[unit]
     xs = list(range(len(results)))
-    measured = [i for i, r in enumerate(results) if r.method != "predicted"]
-    guessed = [i for i, r in enumerate(results) if r.method == "predicted"]
+    # by where each number comes from (``StepMemory.source``): one rank's prediction under data parallelism
+    # (``method`` "predicted, DDP, W=8") is as predicted as the one-process predictor's
+    measured = [i for i, r in enumerate(results) if r.source != "predicted"]
+    guessed = [i for i, r in enumerate(results) if r.source == "predicted"]
     bottoms = [0.0] * len(results)
     for c in CATEGORIES:  # one bar call per category and kind: a few artists, a fast redraw
         heights = [r.breakdown_mib[c] / scale for r in results]
@@ -169,7 +214,7 @@ def plot_breakdown(
                 color=COLORS[c],
                 alpha=1.0 if kind == "measured" else 0.35,
                 width=0.7,
-                label=c.replace("_", " ") if (kind == "measured" or not measured) else None,
+                label=category_label(c) if (kind == "measured" or not measured) else None,
             )
         bottoms = [bt + h for bt, h in zip(bottoms, heights, strict=True)]
     i = ns.index(selected) if selected in ns else 0
@@ -185,19 +230,20 @@ def plot_breakdown(
                 color="black",
                 markerfacecolor="white" if fake else "black",
                 markersize=5,
-                label="measured peak (fake tensors)" if fake else "measured peak",
+                label=_("measured peak (fake tensors)") if fake else _("measured peak"),
             )
     if predicted:
-        ax.plot(xs, [p.peak_mib / scale for p in predicted], "--", color="black", lw=1, label="predicted peak")
+        ax.plot(xs, [p.peak_mib / scale for p in predicted], "--", color="black", lw=1, label=_("predicted peak"))
     if capacity_mib:
         if capacity_mib <= 1.6 * top:
-            ax.axhline(capacity_mib / scale, color="crimson", lw=1.5, ls=":", label="capacity")
+            ax.axhline(capacity_mib / scale, color="crimson", lw=1.5, ls=":", label=_("capacity"))
         else:
             ax.text(
                 0.99,
                 0.97,
-                f"capacity {capacity_label or format_mib(capacity_mib, unit)}: "
-                f"{capacity_mib / top:,.0f}x the tallest bar",
+                _("capacity {card}: {ratio}x the tallest bar").format(
+                    card=capacity_label or format_mib(capacity_mib, unit), ratio=f"{capacity_mib / top:,.0f}"
+                ),
                 transform=ax.transAxes,
                 ha="right",
                 va="top",
@@ -206,8 +252,8 @@ def plot_breakdown(
             )
     ax.set_xticks(xs)
     ax.set_xticklabels([str(n) for n in ns])
-    ax.set_xlabel("accumulation steps N")
-    ax.set_ylabel(f"peak memory ({unit})")
+    ax.set_xlabel(_("accumulation steps N"))
+    ax.set_ylabel(_("peak memory ({unit})").format(unit=unit))
     ax.yaxis.set_major_locator(MaxNLocator(5))
     if title:
         ax.set_title(title, fontsize=10)
@@ -234,40 +280,43 @@ def plot_timeline(
 ) -> None:
     """Draw one optimizer step's memory timeline on ``ax``: live memory per category stacked against the operation
     index (``COLORS``; ``alpha`` < 1 draws them pale, as the explorer does for predicted timelines), a dotted line at
-    each micro-step's forward start and a dashed one at ``optimizer.step()`` (both in the legend), and the peak marked
-    with its value and the largest category alive at that moment. ``unit``: ``"MiB"`` or ``"GiB"`` for the values
-    (the caller labels the y axis). The x axis leaves 2 % of the operations free at each end, so that a peak on the
+    each micro-step's forward start and a dash-dot one where ``optimizer.step()`` starts (both labelled for a legend),
+    and the peak marked with its value and the largest category alive at that moment. ``unit``: ``"MiB"`` or ``"GiB"``
+    for the values (the caller labels the y axis). The x axis leaves 2 % of the operations free at each end, so that a peak on the
     first or last operation (``optimizer.step()``'s, at large N) stays inside the frame."""
     scale = UNITS[unit]
     x = range(timeline.operations)
     ax.stackplot(
         x,
         *([v / scale for v in timeline.mib[c]] for c in CATEGORIES),
-        labels=[c.replace("_", " ") for c in CATEGORIES],
+        labels=[category_label(c) for c in CATEGORIES],
         colors=[COLORS[c] for c in CATEGORIES],
         linewidth=0,
         alpha=alpha,
     )
-    starts = [index for index, kind, _ in timeline.events if kind == "forward"]
+    starts = [index for index, kind, _step in timeline.events if kind == "forward"]
     for k, index in enumerate(starts if len(starts) <= 16 else []):  # more lines than that would hide the teeth
-        ax.axvline(index, color="0.35", lw=0.8, ls=":", label="a micro-step starts" if k == 0 else None)
+        ax.axvline(index, color="0.35", lw=0.8, ls=":", label=_("a micro-step starts") if k == 0 else None)
     step_at = timeline.event_index("optimizer step")
-    ax.axvline(step_at, color="black", lw=1.2, ls="--", label="optimizer.step()")
+    # dash-dot: not the dashed line of the predicted peaks in the bar chart beside it
+    ax.axvline(step_at, color="black", lw=1.2, ls="-.", label=_("optimizer.step() starts"))
     if timeline.allocator_mib:  # a CUDA device: what the caching allocator held after each operation
-        ax.plot(x, [v / scale for v in timeline.allocator_mib], color="black", lw=1, label="CUDA allocator")
+        ax.plot(x, [v / scale for v in timeline.allocator_mib], color="black", lw=1, label=_("CUDA allocator"))
     peak, at = timeline.peak_mib / scale, timeline.peak_index
     ax.plot([at], [peak], "v", color="black", ms=7)
     if label_peak:
         breakdown = timeline.at(at)
-        largest = max(breakdown, key=breakdown.get).replace("_", " ")
-        ax.annotate(f"peak {format_mib(timeline.peak_mib, unit)}\nlargest: {largest}", (at, peak), xytext=(0, 7),
+        largest = category_label(max(breakdown, key=breakdown.get))
+        text = _("peak {peak}\nlargest: {category}").format(peak=format_mib(timeline.peak_mib, unit), category=largest)
+        ax.annotate(text, (at, peak), xytext=(0, 7),
                     textcoords="offset points", ha="left" if at < 0.5 * timeline.operations else "right", va="bottom",
                     fontsize=9)  # fmt: skip
     ax.set_ylim(0, max(ax.get_ylim()[1], 1.35 * peak))
     pad = max(1.0, 0.02 * timeline.operations)
     ax.set_xlim(-pad, timeline.operations - 1 + pad)
-    ax.set_xlabel("operation", fontsize=9)
-    ax.set_title(title or f"N = {timeline.accum_steps} (micro-batch {timeline.micro_batch_size})", fontsize=10)
+    ax.set_xlabel(_("operation"), fontsize=9)
+    default = _("N = {n} (micro-batch {micro})").format(n=timeline.accum_steps, micro=timeline.micro_batch_size)
+    ax.set_title(title or default, fontsize=10)
 
 
 PARALLEL_COLORS: dict[str, str] = {

@@ -346,20 +346,22 @@ def smallest_fitting_accum_steps(
 def smallest_n_line(card: str, smallest: int | None, peak_mib: float, largest: int = 64) -> str:
     """What ``smallest_fitting_accum_steps`` found for ``card``, as one line in the learner's language: the card, then
     the smallest N and its peak, or that no N up to ``largest`` fits and the peak at ``largest``. Shown in
-    lessons/03_memory.ipynb, section 4 (one line per card: pad ``card`` to align them).
+    lessons/03_memory.ipynb, section 4 (one line per card).
 
     Args:
-        card: what the budget is (``"A10G: 23,028 MiB (22.2 GiB usable)"``), printed as given.
+        card: what the budget is (``"A10G, 22.2 GiB usable"``: ``gradacc.memory.capacity.card_label``), printed as
+            given and followed by a colon (a line whose card is a message of the catalog translates whole: no
+            padding inside it).
         smallest: the smallest N that fits, or ``None``.
         peak_mib: the peak (MiB) at ``smallest``, or at ``largest`` when ``smallest`` is ``None``; printed in GiB.
         largest: the largest N tried.
 
     Example:
-        >>> smallest_n_line("T4:", None, 16189.4)
+        >>> smallest_n_line("T4", None, 16189.4)
         'T4: no N up to 64 fits (peak at N = 64: 15.81 GiB)'
     """
     peak = f"{peak_mib / 1024:.2f}"
     if smallest is None:
-        line = _("{card} no N up to {largest} fits (peak at N = {largest}: {peak} GiB)")
+        line = _("{card}: no N up to {largest} fits (peak at N = {largest}: {peak} GiB)")
         return line.format(card=card, largest=largest, peak=peak)
-    return _("{card} smallest N that fits: {n} (peak {peak} GiB)").format(card=card, n=smallest, peak=peak)
+    return _("{card}: smallest N that fits: {n} (peak {peak} GiB)").format(card=card, n=smallest, peak=peak)

@@ -13,14 +13,28 @@ and its panels are drawn by ``gradacc.memory.explorer_draw``.
 from __future__ import annotations
 
 import base64
+import html
+import textwrap
 import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from ..i18n import N_, _
 from . import PARALLEL_MODES, MemoryProfile, StepConfig, StepMemory, StepTimeline
-from .capacity import CAPACITY_PRESETS, CUDA_CONTEXT_MIB, gpu_capacity, usable_mib
-from .explorer_draw import ExplorerPanels, legend_html, static_view_figure, timeline_title, timeline_ymax, view_unit
+from .capacity import CAPACITY_PRESETS, CUDA_CONTEXT_MIB, card_label, gpu_capacity, usable_mib
+from .explorer_access import ARIA_SCRIPT, TOOLTIPS, show_image
+from .explorer_draw import (
+    ExplorerPanels,
+    bars_figure,
+    legend_html,
+    static_view_figure,
+    timeline_figure,
+    timeline_legend_items,
+    timeline_title,
+    timeline_ymax,
+    view_unit,
+)
 from .explorer_state import (
     ACCUM_OPTIONS,
     BATCH_OPTIONS,
@@ -29,8 +43,9 @@ from .explorer_state import (
     WORLD_OPTIONS,
     ExplorerState,
     check_options,
+    model_label,
 )
-from .plots import figure_png
+from .plots import figure_png, format_mib
 
 __all__ = [
     "ACCUM_OPTIONS",
@@ -49,6 +64,14 @@ __all__ = [
 
 SAVE_FOLDER = "saved-figures"
 """Where **Save PNGs** writes, under the notebook's folder; the course's ``.gitignore`` leaves it out of git."""
+
+PARALLEL_LABELS: dict[str, str] = {
+    "none": N_("none"),
+    "DDP": "DDP",
+    "FSDP, sync each micro-step": N_("FSDP, sync each micro-step"),
+    "FSDP, sync at the boundary": N_("FSDP, sync at the boundary"),
+}
+"""The data-parallel menu's words for ``gradacc.memory.PARALLEL_MODES`` (translated where shown)."""
 
 
 class MemoryExplorer:
@@ -87,8 +110,9 @@ class MemoryExplorer:
         measurements: ``StepMemory`` results already measured for ``config`` (e.g. by the lesson), cached as is.
         profile: a ``MemoryProfile`` of ``config`` for the predicted curve (and the predicted, pale, timelines).
         timelines: ``StepTimeline`` s measured for ``config`` (``gradacc.memory.timeline_config``), one per N.
-        capacity: ``(label, MiB)`` for the capacity line; default: on a GPU runtime this GPU's free memory plus
-            this process's reserved memory (``gpu_capacity``), else the first preset.
+        capacity: a budget in MiB (named "the budget"), or ``(name, MiB)``, put first in the capacity menu; default:
+            on a GPU runtime this GPU's free memory plus this process's reserved memory (``gpu_capacity``), else the
+            first preset. The menu gives each entry one size (a card's usable GiB); the sentence names it.
         method: how **Measure** measures real steps (``gradacc.memory.METHODS``); default: ``"cuda"`` on a GPU,
             else ``"storages"`` (the live-storage counter: the tracker's numbers, checked by a test, at half its cost).
         real_limit_mib, real_limit_flops: steps whose predicted peak or estimated work (6 x parameters x effective
@@ -106,7 +130,7 @@ class MemoryExplorer:
         measurements: Sequence[StepMemory] = (),
         profile: MemoryProfile | None = None,
         timelines: Sequence[StepTimeline] = (),
-        capacity: tuple[str, float] | None = None,
+        capacity: float | tuple[str, float] | None = None,
         method: str | None = None,
         real_limit_mib: float | None = None,
         real_limit_flops: float | None = None,
@@ -118,11 +142,15 @@ class MemoryExplorer:
         self.base = config
         gpu = gpu_capacity()
         self.capacities: list[tuple[str, float]] = ([gpu] if gpu else []) + list(CAPACITY_PRESETS)
+        """``(name, usable MiB)`` per entry of the capacity menu: the menu gives each its one size
+        (``capacity_menu_label``), the sentence names it."""
+        self._budget_index = 0 if capacity is not None else None
         if capacity is not None:
             from . import check_budget
 
-            check_budget(capacity[1])
-            self.capacities.insert(0, (capacity[0], float(capacity[1])))
+            name, mib = (N_("the budget"), capacity) if isinstance(capacity, (int, float)) else capacity
+            check_budget(mib)
+            self.capacities.insert(0, (name, float(mib)))
         on_gpu = gpu is not None
         self.data = ExplorerState(
             method or ("cuda" if on_gpu else "storages"),
@@ -139,6 +167,7 @@ class MemoryExplorer:
         self.measure_runs = 0
         self.png = b""
         self.timeline_png = b""
+        self.saved_figures: list[Any] = []
         self._state: dict[str, Any] = {}
 
         # Widths that show every label whole (ipywidgets cuts a long one with "...", and 7.7 has no tooltips): a
@@ -151,37 +180,49 @@ class MemoryExplorer:
                                      continuous_update=False, layout={"width": f"{px}px", "flex": "0 0 auto"},
                                      **kw)  # fmt: skip
 
-        self.accum_slider = slider(ACCUM_OPTIONS, accum_steps, "accumulation steps", 560)
-        self.batch_slider = slider(BATCH_OPTIONS, config.effective_batch_size, "effective batch", 560)
-        self.width_slider = slider(WIDTH_OPTIONS, config.width, "width", 480)
-        self.depth_slider = slider(DEPTH_OPTIONS, config.depth, "depth", 360)
+        self.accum_slider = slider(ACCUM_OPTIONS, accum_steps, _("accumulation steps"), 560)
+        self.batch_slider = slider(BATCH_OPTIONS, config.effective_batch_size, _("effective batch"), 560)
+        self.width_slider = slider(WIDTH_OPTIONS, config.width, _("width"), 480)
+        self.depth_slider = slider(DEPTH_OPTIONS, config.depth, _("depth"), 360)
         self.optimizer_buttons = w.ToggleButtons(
-            options=[("SGD", "sgd"), ("Adam", "adam")], value=config.optimizer, description="optimizer", style=wide
+            options=[("SGD", "sgd"), ("Adam", "adam")], value=config.optimizer, description=_("optimizer"), style=wide
         )
-        self.precision_buttons = w.ToggleButtons(options=[("fp32", "fp32"), ("pure bf16 (not AMP)", "bf16")],
-                                                 value=config.precision, description="precision",
+        self.precision_buttons = w.ToggleButtons(options=[("fp32", "fp32"), (_("pure bf16 (not AMP)"), "bf16")],
+                                                 value=config.precision, description=_("precision"),
                                                  style={**wide, "button_width": "170px"})  # fmt: skip
-        self.parallel_dropdown = w.Dropdown(options=list(PARALLEL_MODES), value="none", description="data parallel",
-                                            style=wide, layout={"width": "330px"})  # fmt: skip
-        self.world_slider = slider(WORLD_OPTIONS, 2, "ranks", 400, disabled=True)
-        longest = max(len(label) for label, _ in self.capacities)
-        self.capacity_dropdown = w.Dropdown(options=[(label, i) for i, (label, _) in enumerate(self.capacities)],
-                                            value=0, description="capacity", style=wide,
-                                            layout={"width": f"{110 + 8 * longest}px"})  # fmt: skip
-        self.measure_button = w.Button(description="Measure", button_style="primary")
-        self.progress = w.IntProgress(value=0, min=0, max=len(ACCUM_OPTIONS) + 1, description="")
+        self.parallel_dropdown = w.Dropdown(options=[(_(PARALLEL_LABELS[m]), m) for m in PARALLEL_MODES],
+                                            value="none", description=_("data parallel"), style=wide,
+                                            layout={"width": "330px"})  # fmt: skip
+        # a gap between the menu and "ranks" (issue 55): the label does not touch the menu when both share a row
+        self.world_slider = slider(WORLD_OPTIONS, 2, _("ranks"), 400, disabled=True)
+        self.world_slider.layout.margin = "0 0 0 24px"
+        menu = [self.capacity_menu_label(i) for i in range(len(self.capacities))]
+        self.capacity_dropdown = w.Dropdown(options=[(label, i) for i, label in enumerate(menu)],
+                                            value=0, description=_("capacity"), style=wide,
+                                            layout={"width": f"{110 + 8 * max(map(len, menu))}px"})  # fmt: skip
+        self.measure_button = w.Button(description=_("Measure"), button_style="primary")
+        self.progress = w.IntProgress(value=0, min=0, max=len(ACCUM_OPTIONS) + 1, description=_("progress"),
+                                      style=wide)  # fmt: skip
         self.status = w.HTML(value="")
         self.status.add_class("gradacc-status")
         self.title = w.HTML(value="")
         self.title.add_class("gradacc-title")
         self.legend = w.HTML(value=legend_html())
+        self.legend.add_class("gradacc-legend")
         self.sentence = w.HTML(value="")
         self.sentence.add_class("gradacc-fits")
         self.figure = w.Output()
         self.figure.add_class("gradacc-figure")
+        self.timeline_note = w.HTML(value="")
+        self.timeline_note.add_class("gradacc-timeline-note")
         self.timeline_figure = w.Output()
         self.timeline_figure.add_class("gradacc-timeline")
-        self.save_button = w.Button(description="Save PNGs")
+        self.timeline_legend = w.HTML(value=legend_html(timeline_legend_items()))
+        self.timeline_legend.add_class("gradacc-timeline-legend")
+        self.save_button = w.Button(description=_("Save PNGs"))
+        for name, text in TOOLTIPS.items():  # ipywidgets 8: tooltip; 7.7 (Colab): description_tooltip
+            control = getattr(self, name)
+            setattr(control, "tooltip" if "tooltip" in control.keys else "description_tooltip", _(text))
         wrap = {"flex_flow": "row wrap"}
         self.widget = w.VBox(
             [
@@ -196,10 +237,18 @@ class MemoryExplorer:
                 self.title,
                 self.figure,
                 self.legend,
+                self.timeline_note,
                 self.timeline_figure,
+                self.timeline_legend,
             ]
         )
         self.widget.add_class("gradacc-memory-explorer")
+        self._aria = w.Output(layout={"display": "none"})  # ARIA_SCRIPT, run where the explorer is shown
+        with self._aria:
+            from IPython.display import Javascript, display
+
+            display(Javascript(ARIA_SCRIPT))
+        self.widget.children = (*self.widget.children, self._aria)
         for control in (
             self.accum_slider,
             self.batch_slider,
@@ -214,7 +263,7 @@ class MemoryExplorer:
             control.observe(lambda change: self.redraw(), names="value")
         self.measure_button.on_click(self._on_measure)
         self.save_button.on_click(lambda button: self.save_png())
-        rows, _ = self._rows(config)
+        rows, _predicted = self._rows(config)
         for n in ACCUM_OPTIONS:  # every N's timeline drawn once now: a slider move then shows a cached PNG
             self._timeline_png(config, n, self.timeline(n), rows)
         self.redraw()
@@ -238,20 +287,60 @@ class MemoryExplorer:
         return self.data.timeline(self.config, accum_steps or self.accum_slider.value)
 
     def save_png(self, folder: str | Path = SAVE_FOLDER) -> list[str]:
-        """Write both panels as PNG files into ``folder`` (created if needed; default ``SAVE_FOLDER`` under the
-        notebook's folder, which git ignores): ``memory-explorer-N8.png``, ``memory-timeline-N8.png``. Returns their
-        paths; the status line names the folder and the files."""
-        n, folder = self.accum_slider.value, Path(folder).resolve()
+        """Write both panels as PNG files that explain themselves into ``folder`` (created if needed; default
+        ``SAVE_FOLDER`` under the notebook's folder, which git ignores): ``memory-explorer-N8.png`` (the bars under a
+        heading that names the model, the capacity and the sentence, with their legend) and
+        ``memory-timeline-N8.png`` (the selected N's timeline under the model's name, with its legend), both in the
+        view's unit. Returns their paths (the figures: ``saved_figures``); the status line names the folder and the
+        files."""
+        config, n, folder = self.config, self.accum_slider.value, Path(folder).resolve()
+        state, mode = self.state(), self.parallel[0]
+        rows, predicted = self._rows(config)
+        model = self.title_text()
+        label, capacity = self.capacity
+        figures = []
+        if rows:
+            heading = "\n".join([model, _("capacity: {menu}").format(menu=self.capacity_menu_label()),
+                                 *textwrap.wrap(state["sentence"], 120)])  # fmt: skip
+            figures.append(("memory-explorer", bars_figure(heading, rows, predicted, selected=n, capacity_mib=capacity,
+                                                           capacity_label=_(label), unit=state["unit"])))  # fmt: skip
+        timeline = self.timeline() if mode == "none" else None
+        if timeline is not None:
+            figures.append(("memory-timeline", timeline_figure(timeline, ymax=state["timeline_ymax"],
+                                                               peak_source=state["source"], unit=state["unit"],
+                                                               heading=model)))  # fmt: skip
         folder.mkdir(parents=True, exist_ok=True)
         paths = []
-        for name, data in (("memory-explorer", self.png), ("memory-timeline", self.timeline_png)):
-            if data:
-                path = folder / f"{name}-N{n}.png"
-                path.write_bytes(data)
-                paths.append(str(path))
-        ignored = " (the course's .gitignore leaves this folder out of git)" if folder.name == SAVE_FOLDER else ""
-        self.status.value = f"saved {' and '.join(Path(p).name for p in paths)} into {folder}{ignored}"
+        for name, fig in figures:
+            path = folder / f"{name}-N{n}.png"
+            path.write_bytes(figure_png(fig))
+            paths.append(str(path))
+        self.saved_figures = [fig for _name, fig in figures]
+        names = _(" and ").join(Path(p).name for p in paths)
+        if folder.name == SAVE_FOLDER:
+            text = _("saved {files} into {folder} (the course's .gitignore leaves this folder out of git)")
+        else:
+            text = _("saved {files} into {folder}")
+        self.status.value = text.format(files=names, folder=folder)
         return paths
+
+    def capacity_menu_label(self, index: int | None = None) -> str:
+        """The capacity menu's entry ``index`` (default: the one chosen): its name and its one size, a card's usable
+        GiB (``card_size``), a budget's own size (``"the budget, 32.0 MiB"``)."""
+        name, mib = self.capacities[self.capacity_dropdown.value if index is None else index]
+        if (self.capacity_dropdown.value if index is None else index) != self._budget_index:  # a card
+            return card_label(name, mib)
+        return f"{_(name)}, {format_mib(mib)}"
+
+    def title_text(self) -> str:
+        """The title over the bars: the model, and under data parallelism whose memory the bars show."""
+        mode, world = self.parallel
+        model = model_label(self.config)
+        if mode == "none":
+            return model
+        return _("{model}; {mode} on {ranks} ranks: ONE rank's memory, predicted").format(
+            model=model, mode=_(PARALLEL_LABELS[mode]), ranks=world
+        )
 
     @property
     def config(self) -> StepConfig:
@@ -291,7 +380,6 @@ class MemoryExplorer:
 
     def redraw(self) -> None:
         """Recompute the sentence and the figure from cached numbers (never measures)."""
-        from IPython.display import Image, display
 
         start = time.perf_counter()
         config, n = self.config, self.accum_slider.value
@@ -319,28 +407,42 @@ class MemoryExplorer:
             **self._summary(config, n, rows),  # sentence, fits, smallest_accum_steps
         }
         self.sentence.value = f"<span>{state['sentence']}</span>"
-        per_rank = "" if mode == "none" else f"; {mode} on {world} ranks: ONE rank's memory, predicted"
-        self.title.value = f"<b>{config.label()}{per_rank}</b>"
+        self.title.value = f"<b>{html.escape(self.title_text())}</b>"
         self.status.value = state["status"] = self.data.notes.get(config, "")  # what Measure did for THIS configuration
 
         key = (config, label, capacity, tuple((r.accum_steps, r.method, r.fake, r.peak_mib) for r in rows))
-        self.png = self.panels.bars_png(key, rows, predicted, selected=n, capacity_mib=capacity, capacity_label=label,
-                                        unit=state["unit"])  # fmt: skip
+        self.png = self.panels.bars_png(key, rows, predicted, selected=n, capacity_mib=capacity,
+                                        capacity_label=_(label), unit=state["unit"])  # fmt: skip
+        state["figure_alt"] = _("Bar chart: peak memory per accumulation step N, broken down by category. {sentence}"
+                                ).format(sentence=state["sentence"])  # fmt: skip
         with self.figure:
             self.figure.clear_output(wait=True)
-            display(Image(data=self.png, format="png"))
+            show_image(self.png, state["figure_alt"])
         timeline = self.timeline() if mode == "none" else None  # timelines are of one process
         state["timeline_source"] = None if timeline is None else ("predicted" if timeline.predicted else "measured")
         state["timeline_teeth"] = None if timeline is None else timeline.teeth()
         state["timeline_ymax"] = timeline_ymax(rows)
         state["timeline_title"] = None if timeline is None else timeline_title(timeline, state["source"])
+        if timeline is not None:
+            state["timeline_note"] = ""
+        elif mode != "none":
+            state["timeline_note"] = _("No timeline with data parallelism: a timeline is one process's memory, "
+                                       "operation by operation, and the bars now show one rank's prediction. Choose "
+                                       "data parallel: none to see the timeline again.")  # fmt: skip
+        else:
+            state["timeline_note"] = _("No timeline yet for this model: press Measure (small models record one) or "
+                                       "go back to a model already measured.")  # fmt: skip
+        self.timeline_note.value = f"<i>{html.escape(state['timeline_note'])}</i>" if state["timeline_note"] else ""
         self.timeline_png = self._timeline_png(config, n, timeline, rows)
         with self.timeline_figure:
             # no timeline (a model not measured yet, data parallel): the panel empties at once instead of keeping
             # the previous model's timeline until the next image (what wait=True would do)
             self.timeline_figure.clear_output(wait=bool(self.timeline_png))
             if self.timeline_png:
-                display(Image(data=self.timeline_png, format="png"))
+                alt = _("Timeline: live memory after each operation of one optimizer step. {title}").format(
+                    title=state["timeline_title"].replace("\n", ". ")
+                )
+                show_image(self.timeline_png, alt)
         self.redraws += 1
         self.last_redraw_s = time.perf_counter() - start
         state.update(redraws=self.redraws, last_redraw_s=self.last_redraw_s)
@@ -358,7 +460,8 @@ class MemoryExplorer:
         other = other if other not in (None, n) else (1 if n != 1 else ACCUM_OPTIONS[1])
         views = {k: (self._summary(config, k, rows)["sentence"], self.timeline(k)) for k in (n, other)}
         label, capacity = self.capacity
-        return static_view_figure(config.label(), rows, predicted, views, capacity_mib=capacity, capacity_label=label)
+        heading = _("{model}; capacity: {menu}").format(model=model_label(config), menu=self.capacity_menu_label())
+        return static_view_figure(heading, rows, predicted, views, capacity_mib=capacity, capacity_label=_(label))
 
     def _timeline_png(self, config: StepConfig, n: int, timeline: StepTimeline | None, rows: list) -> bytes:
         """The timeline panel as PNG, drawn once per (configuration, N, y axis from ``rows``, source), then reused."""
