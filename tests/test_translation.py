@@ -424,8 +424,8 @@ def test_the_pytest_plugin_compares_a_pt_check_cell_with_its_portuguese_line():
     )
     pytest_plugin._judge_code_only(item, "1.1", False, pytest_plugin._language(SimpleNamespace(nb=exercise)))
     assert item.cell.outputs[0]["text"] == "Exercício 1.1: correto\n"
-    where = f"verificação 1.1, célula {position}/{len(exercise.cells)} no JupyterLab"
-    assert item.name == f"Cell 3 ({where})"
+    where = f"célula {position}/{len(exercise.cells)} no JupyterLab"
+    assert item.name == f"verificação 1.1 ({where})"
     assert item.repr_failure(None).splitlines()[:2] == [
         "Exercício 1.1: a célula de verificação falhou (o relatório do nbval abaixo diz como)",
         f"(a célula de verificação `check_combine_means(combine_means)`: {where})",

@@ -5,9 +5,11 @@ Conventions (COURSE.md):
 * A solution notebook marks answer code between ``### BEGIN SOLUTION`` and ``### END SOLUTION`` in cells tagged
   ``solution``. Generation replaces each marked block with ``# YOUR CODE HERE`` and ``raise NotImplementedError()``
   (same indentation), clears the cell's outputs and tags it ``raises-exception`` (nbval then accepts the exception).
-* Check cells are tagged ``check`` and keep their stored ``Exercise X.Y: correct`` output, so ``pytest --nbval`` on a
-  finished exercise passes and on an unfinished one fails exactly at the unanswered checks. Every other code cell is
-  tagged ``nbval-ignore-output`` in the exercise (learners' runs may differ in timing lines and the like).
+* Check cells are tagged ``check`` and store NO output in the exercise (the solution's ``Exercise X.Y: correct`` line
+  would say "correct" under a check nobody has answered yet, issue 55): ``pytest --nbval`` compares a check cell with
+  that line itself (``gradacc.course.pytest_plugin``), so on a finished exercise it passes and on an unfinished one it
+  fails exactly at the unanswered checks. Every other code cell is tagged ``nbval-ignore-output`` in the exercise
+  (learners' runs may differ in timing lines and the like).
 * Only check cells may use what a solution cell defines.
 * Every exercise says how to check it: a markdown cell (id ``HOW_TO_CHECK_ID``) under the badges, made here.
 """
@@ -163,7 +165,10 @@ def generate_exercise(solution, name: str | None = None) -> nbformat.NotebookNod
             _add_tag(cell, "nbval-ignore-output")
         elif BEGIN in cell.source or END in cell.source:
             raise ValueError(f"cell {index} (id {cell.get('id')!r}) has solution markers but no 'solution' tag")
-        elif "check" not in tags:
+        elif "check" in tags:  # nothing a learner reads says "correct" before they have answered
+            cell.outputs = []
+            cell.execution_count = None
+        else:
             _add_tag(cell, "nbval-ignore-output")
     if not any(c.get("id") == HOW_TO_CHECK_ID for c in nb.cells):
         after = next((i for i, c in enumerate(nb.cells) if c.get("id") == BADGES_ID), 0) + 1

@@ -49,7 +49,7 @@ import polib
 
 from ..i18n import N_, translate
 from .badges import BADGES_ID, read_repository
-from .notebooks import _dump, _tags, reading_minutes
+from .notebooks import _dump, reading_minutes
 from .translation.catalogs import EDITION, LANGUAGE
 from .translation.edition import slug
 
@@ -145,9 +145,9 @@ def site_notebook(nb: nbformat.NotebookNode, folder: str, lang: str = "en") -> n
       colab.research.google.com and mybinder.org);
     * a widget output (an ``application/vnd.jupyter.widget-view+json`` view, whose state is not stored) is replaced
       by its figure and a note saying where the widget runs live (``LIVE_NOTE`` in ``lang``) when it carries one
-      (the memory explorer), and is left out when it does not (a progress bar, whose text is its first frame, 0 %);
-    * in ``exercises/``, the check cells' stored ``Exercise X.Y: correct`` lines are left out (they are what nbval
-      compares a learner's run with, not a result of the empty answer above them).
+      (the memory explorer), and is left out when it does not (a progress bar, whose text is its first frame, 0 %).
+
+    An exercise's check cells store no output (``generate_exercise``): nothing says "correct" under an empty answer.
     """
     nb = copy.deepcopy(nb)
     nb.cells = [c for c in nb.cells if c.get("id") != BADGES_ID]
@@ -157,8 +157,6 @@ def site_notebook(nb: nbformat.NotebookNode, folder: str, lang: str = "en") -> n
         cells.append(cell)
         if cell.cell_type != "code":
             continue
-        if folder == "exercises" and "check" in _tags(cell):
-            cell.outputs = []
         kept, figure = [], False
         for out in cell.outputs:
             data = out.get("data", {})
@@ -221,11 +219,13 @@ def glossary_page(root: Path, lang: str = "en") -> str:
     )
 
 
-def _mathjax(root: Path, folder: Path) -> None:
-    """MathJax 3 from npm (``docs/package.json``; ``npm ci`` in ``build/site-npm``, once per lock file) into
-    ``folder/mathjax``: the combined TeX component, the extensions it loads on demand, the CHTML fonts, the menu and
-    accessibility components. Not into ``_static``: Jupyter Book puts a script tag for every ``.js`` file there on
-    every page, and MathJax's components, loaded that way as well as by MathJax itself, raised 6 errors per page."""
+def npm_modules(root: Path) -> Path:
+    """The site's npm packages (``docs/package.json``, pinned by ``docs/package-lock.json``): ``npm ci`` in
+    ``root/build/site-npm`` once per lock file; returns its ``node_modules``. MathJax, which the site serves, and
+    axe-core, the accessibility audit ``tests/test_site.py`` runs on every page (never published).
+
+    Raises:
+        RuntimeError: npm is missing, or ``npm ci`` failed (its output)."""
     npm = shutil.which("npm")
     if npm is None:
         raise RuntimeError(
@@ -245,7 +245,15 @@ def _mathjax(root: Path, folder: Path) -> None:
         if proc.returncode:
             raise RuntimeError(f"npm ci failed in {npm_dir}:\n{proc.stdout}\n{proc.stderr}")
         done.write_bytes(lock)
-    es5 = npm_dir / "node_modules" / "mathjax" / "es5"
+    return npm_dir / "node_modules"
+
+
+def _mathjax(root: Path, folder: Path) -> None:
+    """MathJax 3 from npm (``npm_modules``) into ``folder/mathjax``: the combined TeX component, the extensions it
+    loads on demand, the CHTML fonts, the menu and accessibility components. Not into ``_static``: Jupyter Book puts
+    a script tag for every ``.js`` file there on every page, and MathJax's components, loaded that way as well as by
+    MathJax itself, raised 6 errors per page."""
+    es5 = npm_modules(root) / "mathjax" / "es5"
     target = folder / "mathjax"
     target.mkdir(parents=True)
     shutil.copy2(es5 / "tex-mml-chtml.js", target)
