@@ -49,6 +49,9 @@ __all__ = [
     "reading_minutes",
     "core_path_cells",
     "OPTIONAL_MARK",
+    "FIGURE_ALT",
+    "figure_alt",
+    "set_figure_alt",
 ]
 
 BEGIN = "### BEGIN SOLUTION"
@@ -63,6 +66,27 @@ SECONDS_PER_OUTPUT_LINE = 3
 SECONDS_PER_FIGURE = 30
 """Seconds to read one figure (a stored PNG output)."""
 _EXECUTION_NOISE = ("execution", "collapsed", "scrolled", "ExecuteTime", "jupyter", "editable", "deletable")
+
+
+FIGURE_ALT = ("mystnb", "image", "alt")
+"""Where a code cell that draws a figure keeps the figure's text alternative (what it shows, for a reader who cannot
+see it): its metadata's ``mystnb.image.alt``, which Jupyter Book (myst-nb 1.4's ``render_image``) writes as the
+``<img>``'s ``alt`` on the website. In the cell's metadata, not the output's: a re-run keeps it. JupyterLab 4.6
+renders no text alternative for an image output (its ``renderImage`` sets no ``alt``). The pt-BR edition translates
+it (``gradacc translate``)."""
+
+
+def figure_alt(cell) -> str | None:
+    """The text alternative of the figure a code cell draws (``FIGURE_ALT``), or None."""
+    value = cell.get("metadata", {})
+    for key in FIGURE_ALT:
+        value = value.get(key) if isinstance(value, dict) else None
+    return value if isinstance(value, str) else None
+
+
+def set_figure_alt(cell, text: str) -> None:
+    """Set the text alternative of the figure a code cell draws (``FIGURE_ALT``)."""
+    cell.setdefault("metadata", {}).setdefault(FIGURE_ALT[0], {}).setdefault(FIGURE_ALT[1], {})[FIGURE_ALT[2]] = text
 
 
 def _tags(cell) -> list[str]:

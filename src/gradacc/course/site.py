@@ -26,8 +26,9 @@ links to the English one.
    ``site_notebook`` says the few things it changes;
 2. **build** both with ``jupyter-book build --warningiserror``, at the same time: nothing is executed, and a warning
    (a broken link, a missing page) fails the build;
-3. **publish** the HTML to ``build/site/`` and ``build/site/pt-BR/`` and put the committed notebooks in their
-   ``_sources/`` (the download button gives the repository's file, not the staged copy).
+3. **publish** the HTML to ``build/site/`` and ``build/site/pt-BR/`` (each page through ``accessible_html``) and put
+   the committed notebooks in their ``_sources/`` (the download button gives the repository's file, not the staged
+   copy).
 """
 
 from __future__ import annotations
@@ -262,6 +263,26 @@ def _mathjax(root: Path, folder: Path) -> None:
             shutil.copytree(es5 / sub, target / sub)
 
 
+_TOGGLE = N_("Show or hide this section's pages")
+"""The name of the contents' disclosure buttons (``accessible_html``)."""
+_NAMELESS_SUMMARY = '<summary><span class="toctree-toggle" role="presentation">'
+_FIGURE_OUTPUT = re.compile(r'(<div class="cell_output docutils container")(>\s*<img )')
+
+
+def accessible_html(text: str, lang: str = "en") -> str:
+    """A page of the site as Jupyter Book 1 writes it, with what axe-core's audit (``tests/test_site.py``) finds
+    missing added:
+
+    * each ``<summary>`` of the contents' sections that pydata-sphinx-theme 0.17.1 makes with only a chevron icon in
+      it (``toctree.py``: ``add_collapse_checkboxes``) is named (``_TOGGLE``, in ``lang``; summary-name, serious);
+    * a figure's output area, which scrolls sideways when the figure is wider than the column (``site.css``), can
+      take the keyboard's focus, so that it scrolls with the arrow keys (``tabindex="0"``;
+      scrollable-region-focusable, serious)."""
+    label = html.escape(translate(_TOGGLE, lang), quote=True)
+    text = text.replace(_NAMELESS_SUMMARY, _NAMELESS_SUMMARY.replace("<summary>", f'<summary aria-label="{label}">'))
+    return _FIGURE_OUTPUT.sub(r'\1 tabindex="0"\2', text)
+
+
 def site_pages(root: Path) -> list[str]:
     """The pages both sites have, as staged paths: ``docs/`` (without ``_*`` folders), the notebooks of
     ``NOTEBOOK_FOLDERS`` and the glossary page."""
@@ -408,6 +429,10 @@ def build_site(root: Path, out: Path | None = None, *, work: Path | None = None)
         html_dir = builds[lang][0]
         shutil.move(str(html_dir / "_build" / "html"), str(out / folder))
         shutil.rmtree(html_dir)
+        for page in (out / folder).rglob("*.html"):  # the other edition's folder is not there yet, or is skipped
+            parts = page.relative_to(out / folder).parts
+            if "_static" not in parts and (folder or parts[0] not in LANGUAGES.values()):
+                page.write_text(accessible_html(page.read_text(encoding="utf-8"), lang), encoding="utf-8")
         for page in pages:  # the download button gives the committed notebook, not the staged copy
             if page.endswith(".ipynb"):
                 shutil.copy2(root / folder / page, out / folder / "_sources" / page)

@@ -32,7 +32,15 @@ import nbformat
 
 from ...i18n import N_
 from ..badges import BADGES_ID, BADGES_TEXT, NAV_ID, Repository, badges_markdown, read_repository
-from ..notebooks import HOW_TO_CHECK, HOW_TO_CHECK_ID, _dump, generate_exercise, how_to_check
+from ..notebooks import (
+    HOW_TO_CHECK,
+    HOW_TO_CHECK_ID,
+    _dump,
+    figure_alt,
+    generate_exercise,
+    how_to_check,
+    set_figure_alt,
+)
 from .catalogs import DOMAIN, EDITION, LANGUAGE, catalog_path, read_catalog, sources
 from .units import Segment, code_segments, join, markdown_segments
 
@@ -281,6 +289,8 @@ class Edition:
                 if not setup_done and _GRADACC_IMPORT.search(cell.source):
                     cell.source, setup_done = SETUP_CODE + cell.source, True
                 cell.outputs = self.messages.translate_outputs(cell.outputs)
+                if figure_alt(cell):
+                    set_figure_alt(cell, self._unit(source, cell.id, Segment("alt", figure_alt(cell))))
         if not setup_done:
             raise ValueError(f"{source}: no code cell imports gradacc, so none can set the language (SETUP_CODE)")
         nb.metadata.setdefault("gradacc", {})["language"] = LANGUAGE
