@@ -34,7 +34,7 @@ from test_browser import ARTIFACTS, CHROMIUM_ARGS, ensure_chromium
 
 from gradacc.course.badges import read_repository
 from gradacc.course.notebooks import BEGIN, END
-from gradacc.course.site import LIVE_NOTE, build_site
+from gradacc.course.site import LIVE_NOTE, build_site, npm_modules
 from gradacc.i18n import translate
 
 pytestmark = pytest.mark.xdist_group("site")  # one worker builds the site once for every test of this file
@@ -53,7 +53,7 @@ _PAGE = """async () => {
     text: main.innerText.length,
     images: [...document.querySelectorAll("main img")].map(i => ({
       src: i.getAttribute("src"), natural: i.naturalWidth, shown: i.width, complete: i.complete,
-      output: !!i.closest(".cell_output")})),
+      output: !!i.closest(".cell_output"), alt: i.getAttribute("alt")})),
     links: [...document.querySelectorAll("a[href]")].map(a => a.href),
     math: document.querySelectorAll("main .math").length,
     typeset: document.querySelectorAll("main mjx-container").length,
@@ -71,7 +71,15 @@ _PAGE = """async () => {
     })(),
   };
 }"""
-WIDE = 1920  # besides 1400: the lessons' pages again in a window this wide (issue 45)
+WIDE = 1920  # besides 1400: the lessons' pages again in a window this wide (issue 45), in the dark colour mode
+AXE = "axe-core/axe.min.js"  # in the site's npm packages (docs/package.json pins it; npm_modules installs it)
+_AUDIT = """async () => {
+  const result = await axe.run(document, {resultTypes: ["violations"]});
+  return result.violations.map(v => ({id: v.id, impact: v.impact, help: v.help,
+                                      nodes: v.nodes.map(n => n.target.join(" "))}));
+}"""
+"""axe-core's audit of the page as shown (its default rules: WCAG 2.0, 2.1 and 2.2 A and AA, and best practices)."""
+SERIOUS = ("serious", "critical")
 
 
 @pytest.fixture(scope="module")
@@ -112,7 +120,9 @@ def served(site) -> dict:
         for p in site.out.rglob("*.html")
         if "_static" not in p.parts and p.relative_to(site.out).as_posix() not in ("index.html", f"{PT}index.html")
     )
-    seen, wide, errors, blocked, failed = {}, {}, {}, [], []
+    seen, wide, errors, blocked, failed, audit = {}, {}, {}, [], [], {}
+    axe = (npm_modules(ROOT) / AXE).read_text(encoding="utf-8")  # injected into each page: nothing is fetched
+    audit_s = 0.0
     start = time.perf_counter()
     try:
         with sync_playwright() as pw:
@@ -134,17 +144,28 @@ def served(site) -> dict:
                 tab.on("console", lambda m: m.type == "error" and errors.setdefault(reading["page"], []).append(m.text))
                 tab.on("pageerror", lambda e: errors.setdefault(reading["page"], []).append(f"uncaught: {e}"))
 
+            def audited(tab, name: str) -> None:
+                nonlocal audit_s
+                began = time.perf_counter()
+                tab.add_script_tag(content=axe)
+                audit[name] = tab.evaluate(_AUDIT)
+                audit_s += time.perf_counter() - began
+
             watch(page)
             for path in pages:
                 reading["page"] = path
                 page.goto(f"{base}/{path}", wait_until="load")
                 seen[path] = page.evaluate(_PAGE)
-            wide_page = browser.new_page(viewport={"width": WIDE, "height": 1000})
+                audited(page, path)
+            # the site follows the reader's system colour mode (html_context's default_mode: auto)
+            wide_page = browser.new_page(viewport={"width": WIDE, "height": 1000}, color_scheme="dark")
             watch(wide_page)
             for path in (p for p in pages if p.startswith("lessons/")):
                 reading["page"] = f"{path} ({WIDE} px)"
                 wide_page.goto(f"{base}/{path}", wait_until="load")
                 wide[path] = wide_page.evaluate(_PAGE)
+                wide[path]["mode"] = wide_page.evaluate("document.documentElement.dataset.theme")
+                audited(wide_page, f"{path} ({WIDE} px, dark)")
             reading["page"] = "search.html, pt-BR/search.html, lessons/03_memory.html again"
             page.goto(f"{base}/search.html?q=micro-batch", wait_until="load")
             page.wait_for_selector("ul.search li", timeout=30_000)
@@ -169,9 +190,12 @@ def served(site) -> dict:
             browser.close()
     finally:
         server.shutdown()
-    record_measurement(f"website: chromium read {len(pages)} pages and searched in {time.perf_counter() - start:.1f} s")
+    record_measurement(
+        f"website: chromium read {len(pages)} pages and searched in {time.perf_counter() - start:.1f} s, of which "
+        f"axe-core's audit of {len(audit)} pages {audit_s:.1f} s"
+    )
     return {"base": base, "pages": seen, "wide": wide, "errors": errors, "search": search, "search_pt": search_pt,
-            "explorer": explorer, "blocked": blocked, "failed": failed}  # fmt: skip
+            "explorer": explorer, "blocked": blocked, "failed": failed, "audit": audit}  # fmt: skip
 
 
 @pytest.mark.slow
@@ -381,6 +405,47 @@ def test_the_memory_explorer_shows_its_figure_and_where_it_runs_live(served, sit
     )
     shot = ARTIFACTS / "site-03_memory-explorer.png"
     assert shot.stat().st_size > 10_000 and (ARTIFACTS / "site-03_memory.png").stat().st_size > 10_000
+
+
+@pytest.mark.browser
+def test_every_page_passes_the_accessibility_audit(served):
+    """Issue 55 (WCAG 2.1 AA): axe-core (``AXE``, pinned in docs/package.json) audits every page of both sites in a
+    1400 px window, and the lessons again at 1920 px in the dark colour mode: no violation of serious or critical
+    impact (contrast, headings, the language attribute, names of links and buttons, keyboard access...). Before the
+    fixes: label-content-name-mismatch (the search and colour-mode buttons), summary-name (the contents' toggles)
+    and scrollable-region-focusable (a wide figure in dark mode), on every page. Prints every violation by rule."""
+    audit = served["audit"]
+    assert len(audit) == len(served["pages"]) + len(served["wide"]) == 88 + 12, len(audit)
+    assert {served["wide"][p]["mode"] for p in served["wide"]} == {"dark"}  # audited in the dark colour mode too
+    by_rule: dict[tuple[str, str], list[str]] = {}
+    for page, violations in audit.items():
+        for v in violations:
+            by_rule.setdefault((v["id"], v["impact"]), []).extend(f"{page}: {node}" for node in v["nodes"])
+    for (rule, impact), nodes in sorted(by_rule.items()):
+        print(f"axe-core {rule} ({impact}): {len(nodes)} elements, e.g. {nodes[0]}")
+    serious = {f"{rule} ({impact})": nodes[:3] for (rule, impact), nodes in by_rule.items() if impact in SERIOUS}
+    assert serious == {}, serious
+
+
+@pytest.mark.browser
+def test_every_figure_has_a_text_alternative_that_says_what_it_shows(served):
+    """Issue 55: every figure of a notebook on the site has an ``alt`` that describes it (the cell's
+    ``mystnb.image.alt``, gradacc.course.notebooks.FIGURE_ALT), never the file's name Jupyter Book gives it
+    otherwise; in Portuguese on the pt-BR site."""
+    alts: dict[str, list[str]] = {}
+    for path, info in served["pages"].items():
+        for image in info["images"]:
+            if image["output"]:
+                alts.setdefault(path, []).append(image["alt"] or "")
+    bad = {p: a for p, found in alts.items() for a in found if len(a.split()) < 12 or a.endswith(".png")}
+    assert bad == {}, bad
+    figures = sum(len(found) for found in alts.values())
+    assert figures == 2 * sum(len(alts[p]) for p in alts if not p.startswith(PT)) >= 36, figures
+    for path, found in alts.items():
+        if not path.startswith(PT):
+            pt = alts[PT + path]
+            assert len(pt) == len(found) and all(a != b for a, b in zip(found, pt, strict=True)), path
+    assert any("microlotes" in a for a in alts[f"{PT}lessons/10_stacks.html"]), alts[f"{PT}lessons/10_stacks.html"]
 
 
 def test_github_pages_publishes_make_site_from_main():
