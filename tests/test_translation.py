@@ -18,6 +18,7 @@ Everything here reads files and runs no notebook: a few seconds of CPU (tests/RE
 from __future__ import annotations
 
 import contextlib
+import copy
 import io
 import json
 import re
@@ -30,7 +31,7 @@ from conftest import ROOT
 
 from gradacc import i18n
 from gradacc.course.checks import close, run_check
-from gradacc.course.notebooks import HOW_TO_CHECK_ID, generate_exercise
+from gradacc.course.notebooks import HOW_TO_CHECK_ID, figure_alt, generate_exercise, set_figure_alt
 from gradacc.course.translation.catalogs import (
     DOMAIN,
     catalog_path,
@@ -101,6 +102,11 @@ def test_a_pt_notebook_has_the_english_cells_code_and_outputs(source):
     setup = None
     for en, pt in zip(english.cells, portuguese.cells, strict=True):
         where = f"{source}, cell {en.get('id')}"
+        alt = figure_alt(en)  # a figure's text alternative is translated like a paragraph (issue 55)
+        assert bool(figure_alt(pt)) == bool(alt) and (figure_alt(pt) != alt or not alt), where
+        if alt:
+            pt.metadata = copy.deepcopy(pt.metadata)
+            set_figure_alt(pt, alt)
         assert (pt.cell_type, pt.metadata) == (en.cell_type, en.metadata), where
         if en.cell_type != "code":
             continue
