@@ -266,7 +266,8 @@ def _mathjax(root: Path, folder: Path) -> None:
 _TOGGLE = N_("Show or hide this section's pages")
 """The name of the contents' disclosure buttons (``accessible_html``)."""
 _NAMELESS_SUMMARY = '<summary><span class="toctree-toggle" role="presentation">'
-_FIGURE_OUTPUT = re.compile(r'(<div class="cell_output docutils container")(>\s*<img )')
+_OUTPUT = '<div class="cell_output docutils container">'
+_OUTPUT_END = re.compile(r'<div class="cell[ "]|<section|</section>')  # where an output area has surely ended
 
 
 def accessible_html(text: str, lang: str = "en") -> str:
@@ -280,7 +281,12 @@ def accessible_html(text: str, lang: str = "en") -> str:
       scrollable-region-focusable, serious)."""
     label = html.escape(translate(_TOGGLE, lang), quote=True)
     text = text.replace(_NAMELESS_SUMMARY, _NAMELESS_SUMMARY.replace("<summary>", f'<summary aria-label="{label}">'))
-    return _FIGURE_OUTPUT.sub(r'\1 tabindex="0"\2', text)
+    parts = text.split(_OUTPUT)
+    for i in range(1, len(parts)):
+        end = _OUTPUT_END.search(parts[i])
+        figure = "<img " in parts[i][: end.start() if end else len(parts[i])]
+        parts[i] = (_OUTPUT.replace(">", ' tabindex="0">') if figure else _OUTPUT) + parts[i]
+    return parts[0] + "".join(parts[1:])
 
 
 def site_pages(root: Path) -> list[str]:
