@@ -35,7 +35,7 @@ run_one() {
     timeout 400 python3 -m pytest -q -p no:cacheprovider $PLUGIN_ARGS -o addopts= "$mode" --nbval-current-env \
         --nbval-cell-timeout=300 "$nb" >"$log" 2>&1
     rc=$?
-    failed=$(grep -o '::Cell [0-9]*' "$log" | sort -u | tr '\n' ' ')
+    failed=$(grep -oE '::(Cell [0-9]+|check [0-9.]+|cell [0-9]+/[0-9]+)' "$log" | sort -u | tr '\n' ' ')
     echo "$nb rc=$rc $((SECONDS - start))s failed: ${failed:-none}" >"$log.line"
 }
 export -f run_one

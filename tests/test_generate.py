@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
@@ -36,7 +38,7 @@ def test_generation_hides_the_answer_and_keeps_the_check():
     assert answer.source == "def f(x):\n    # YOUR CODE HERE\n    raise NotImplementedError()\n"
     assert answer.outputs == [] and "raises-exception" in answer.metadata.tags
     assert "return 2 * x" not in nbformat.writes(exercise)
-    assert check.outputs[0]["text"] == "Exercise 1.1: correct\n"
+    assert check.outputs == [] and check.execution_count is None  # issue 55: no "correct" under an empty answer
     assert "nbval-ignore-output" in exercise.cells[2].metadata.tags
     assert "widgets" not in exercise.metadata
     assert "### BEGIN SOLUTION" in solution.cells[2].source  # input untouched
@@ -66,7 +68,61 @@ def test_every_exercise_says_how_to_check_it_and_pytest_names_its_checks(tmp_pat
     nbformat.write(exercise, tmp_path / "exercises" / "01_test.ipynb")
     command = [sys.executable, "-m", "pytest", "--nbval", "--collect-only", "-q", "-p", "no:cacheprovider"]
     collected = subprocess.run([*command, "exercises/01_test.ipynb"], cwd=tmp_path, capture_output=True, text=True)
-    assert "exercises/01_test.ipynb::Cell 2 (check 1.1, cell 5/5 in JupyterLab)" in collected.stdout, collected.stdout
+    assert "exercises/01_test.ipynb::check 1.1 (cell 5/5 in JupyterLab)" in collected.stdout, collected.stdout
+
+
+def test_no_exercise_says_correct_before_it_is_answered():
+    """Issue 55: every exercise showed ``Exercise X.Y: correct`` under each check cell before the learner wrote
+    anything (the solution's stored output). No committed exercise, in either edition, stores a check cell's output,
+    nor any output that says correct (the unanswered notebook's checks fail: ``tests/test_notebooks.py``)."""
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    said = {}
+    exercises = sorted((root / "exercises").glob("*.ipynb")) + sorted((root / "pt-BR" / "exercises").glob("*.ipynb"))
+    for path in exercises:
+        nb = nbformat.read(path, as_version=4)
+        checks = {c["index"] for c in check_cells(nb)}
+        for index, cell in enumerate(nb.cells):
+            if cell.cell_type != "code":
+                continue
+            text = "".join(o.get("text", "") + str(o.get("data", {}).get("text/plain", "")) for o in cell.outputs)
+            if (index in checks and cell.outputs) or re.search(r"\b(correct|correto)\b", text, re.I):
+                said[f"{path.relative_to(root)} cell {index}"] = text[:80]
+    assert len(exercises) == 22 and said == {}, said
+
+
+def test_pytest_counts_and_names_a_graded_notebook_in_checks(tmp_path):
+    """Issue 55: ``pytest --nbval`` said ``2 failed, 4 passed`` for a notebook with 2 checks and named a check two
+    ways (``Cell 3 (check 11.1, cell 8/12 in JupyterLab)``). In a notebook with graded checks it counts the checks
+    (another cell that fails is an error; one that passes is not counted), names each cell once, as JupyterLab numbers
+    it, and says how many checks passed. One run of a 6-cell notebook: 1.1 unanswered (fails), 1.2 right, a cell that
+    raises."""
+    import subprocess
+    import sys
+
+    exercise = generate_exercise(_solution(), "01_test.ipynb")
+    exercise.cells += [
+        new_code_cell("1 / 0", id="broken"),
+        new_code_cell(
+            "from gradacc.course.checks import report\nok = report('1.2', x == 1)",
+            id="ex-1-2-check",
+            metadata={"tags": ["check", "nbval-check-output"], "gradacc": {"check": "1.2", "points": 1}},
+        ),
+    ]
+    (tmp_path / "exercises").mkdir()
+    nbformat.write(exercise, tmp_path / "exercises" / "01_test.ipynb")
+    command = [sys.executable, "-m", "pytest", "--nbval", "--nbval-current-env", "-rA", "-p", "no:cacheprovider"]
+    run = subprocess.run([*command, "exercises/01_test.ipynb"], cwd=tmp_path, capture_output=True, text=True)
+    out = run.stdout
+    assert run.returncode == 1, out
+    assert re.search(r"=+ 1 failed, 1 passed, 1 error in [\d.]+s", out), out[-1500:]  # the checks, and the broken cell
+    assert "exercises/01_test.ipynb: checks passed: 1 of 2" in out, out[-1500:]
+    assert "FAILED exercises/01_test.ipynb::check 1.1 (cell 5/7 in JupyterLab)" in out, out[-1500:]
+    assert "PASSED exercises/01_test.ipynb::check 1.2 (cell 7/7 in JupyterLab)" in out, out[-1500:]
+    assert "ERROR exercises/01_test.ipynb::cell 6/7 in JupyterLab" in out, out[-1500:]
+    assert "::Cell " not in out, out[-1500:]  # nbval's own numbering (code cells only) is gone
 
 
 def test_generation_refuses_leaky_or_unmarked_cells():

@@ -18,6 +18,7 @@ glossary from the pt-BR lesson 01, the explorer's note), its buttons open the pt
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import html
 import http.server
@@ -34,7 +35,7 @@ from test_browser import ARTIFACTS, CHROMIUM_ARGS, _quiz_option, ensure_chromium
 
 from gradacc.course.badges import read_repository
 from gradacc.course.notebooks import BEGIN, END
-from gradacc.course.site import LIVE_NOTE, build_site
+from gradacc.course.site import LIVE_NOTE, build_site, npm_modules
 from gradacc.i18n import translate
 
 pytestmark = pytest.mark.xdist_group("site")  # one worker builds the site once for every test of this file
@@ -53,7 +54,7 @@ _PAGE = """async () => {
     text: main.innerText.length,
     images: [...document.querySelectorAll("main img")].map(i => ({
       src: i.getAttribute("src"), natural: i.naturalWidth, shown: i.width, complete: i.complete,
-      output: !!i.closest(".cell_output")})),
+      output: !!i.closest(".cell_output"), alt: i.getAttribute("alt")})),
     links: [...document.querySelectorAll("a[href]")].map(a => a.href),
     math: document.querySelectorAll("main .math").length,
     typeset: document.querySelectorAll("main mjx-container").length,
@@ -71,7 +72,21 @@ _PAGE = """async () => {
     })(),
   };
 }"""
-WIDE = 1920  # besides 1400: the lessons' pages again in a window this wide (issue 45)
+WIDE = 1920  # besides 1400: the lessons' pages again in a window this wide (issue 45), in the dark colour mode
+AXE = "axe-core/axe.min.js"  # in the site's npm packages (docs/package.json pins it; npm_modules installs it)
+AXE_URL = "/__axe__/axe.min.js"
+"""Where the test's server serves axe-core (``_Quiet``), outside the site: the browser compiles it once and reuses
+the compiled code on every page (injected as text it took 0.17 s of CPU per page; from a URL, 0.05)."""
+_AUDIT = """async () => {
+  const result = await axe.run(document, {resultTypes: ["violations"]});
+  return result.violations.map(v => ({id: v.id, impact: v.impact, help: v.help,
+                                      nodes: v.nodes.map(n => n.target.join(" "))}));
+}"""
+"""axe-core's audit of the page as shown (its default rules: WCAG 2.0, 2.1 and 2.2 A and AA, and best practices)."""
+SERIOUS = ("serious", "critical")
+DARK_AUDIT = ("lessons/01_theory.html", "lessons/03_memory.html")
+"""The pages audited again in the dark colour mode (in the 1920 px window): the theme's dark colours are the same on
+every page; these two hold the most math, code, figures and tables."""
 
 
 @pytest.fixture(scope="module")
@@ -88,8 +103,20 @@ def site(tmp_path_factory):
 
 
 class _Quiet(http.server.SimpleHTTPRequestHandler):
+    """The site's files, and axe-core at ``AXE_URL`` (cached by the browser)."""
+
+    axe: Path | None = None
+
     def log_message(self, *args) -> None:
         pass
+
+    def translate_path(self, path: str) -> str:
+        return str(self.axe) if path == AXE_URL and self.axe else super().translate_path(path)
+
+    def end_headers(self) -> None:
+        if self.path == AXE_URL:
+            self.send_header("Cache-Control", "max-age=3600")
+        super().end_headers()
 
 
 @pytest.fixture(scope="module")
@@ -103,6 +130,7 @@ def served(site) -> dict:
     from playwright.sync_api import sync_playwright
 
     chromium = ensure_chromium()
+    _Quiet.axe = npm_modules(ROOT) / AXE  # served outside the site, to the test's browser only
     handler = functools.partial(_Quiet, directory=str(site.out))
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
@@ -112,8 +140,19 @@ def served(site) -> dict:
         for p in site.out.rglob("*.html")
         if "_static" not in p.parts and p.relative_to(site.out).as_posix() not in ("index.html", f"{PT}index.html")
     )
-    seen, wide, errors, blocked, failed = {}, {}, {}, [], []
+    seen, wide, errors, blocked, failed, audit = {}, {}, {}, [], [], {}
+    import psutil
+
+    audit_s = audit_cpu_s = 0.0
     start = time.perf_counter()
+
+    def browser_cpu_s() -> float:  # the CPU seconds of this process's descendants: Playwright's driver and chromium
+        total = 0.0
+        for child in psutil.Process().children(recursive=True):
+            with contextlib.suppress(psutil.Error):
+                total += sum(child.cpu_times()[:2])
+        return total
+
     try:
         with sync_playwright() as pw:
             browser = pw.chromium.launch(executable_path=str(chromium), args=CHROMIUM_ARGS)
@@ -134,17 +173,30 @@ def served(site) -> dict:
                 tab.on("console", lambda m: m.type == "error" and errors.setdefault(reading["page"], []).append(m.text))
                 tab.on("pageerror", lambda e: errors.setdefault(reading["page"], []).append(f"uncaught: {e}"))
 
+            def audited(tab, name: str) -> None:
+                nonlocal audit_s, audit_cpu_s
+                began, cpu = time.perf_counter(), browser_cpu_s()
+                tab.add_script_tag(url=base + AXE_URL)
+                audit[name] = tab.evaluate(_AUDIT)
+                audit_s += time.perf_counter() - began
+                audit_cpu_s += browser_cpu_s() - cpu
+
             watch(page)
             for path in pages:
                 reading["page"] = path
                 page.goto(f"{base}/{path}", wait_until="load")
                 seen[path] = page.evaluate(_PAGE)
-            wide_page = browser.new_page(viewport={"width": WIDE, "height": 1000})
+                audited(page, path)
+            # the site follows the reader's system colour mode (html_context's default_mode: auto)
+            wide_page = browser.new_page(viewport={"width": WIDE, "height": 1000}, color_scheme="dark")
             watch(wide_page)
             for path in (p for p in pages if p.startswith("lessons/")):
                 reading["page"] = f"{path} ({WIDE} px)"
                 wide_page.goto(f"{base}/{path}", wait_until="load")
                 wide[path] = wide_page.evaluate(_PAGE)
+                wide[path]["mode"] = wide_page.evaluate("document.documentElement.dataset.theme")
+                if path in DARK_AUDIT:
+                    audited(wide_page, f"{path} ({WIDE} px, dark)")
             reading["page"] = "search.html, pt-BR/search.html, lessons/03_memory.html again"
             page.goto(f"{base}/search.html?q=micro-batch", wait_until="load")
             page.wait_for_selector("ul.search li", timeout=30_000)
@@ -180,9 +232,12 @@ def served(site) -> dict:
             browser.close()
     finally:
         server.shutdown()
-    record_measurement(f"website: chromium read {len(pages)} pages and searched in {time.perf_counter() - start:.1f} s")
+    record_measurement(
+        f"website: chromium read {len(pages)} pages and searched in {time.perf_counter() - start:.1f} s, of which "
+        f"axe-core's audit of {len(audit)} pages {audit_s:.1f} s ({audit_cpu_s:.1f} s of the browser's CPU)"
+    )
     return {"base": base, "pages": seen, "wide": wide, "errors": errors, "search": search, "search_pt": search_pt,
-            "explorer": explorer, "quiz": quiz, "blocked": blocked, "failed": failed}  # fmt: skip
+            "explorer": explorer, "quiz": quiz, "blocked": blocked, "failed": failed, "audit": audit}  # fmt: skip
 
 
 @pytest.mark.slow
@@ -402,6 +457,82 @@ def test_the_memory_explorer_shows_its_figure_and_where_it_runs_live(served, sit
     )
     shot = ARTIFACTS / "site-03_memory-explorer.png"
     assert shot.stat().st_size > 10_000 and (ARTIFACTS / "site-03_memory.png").stat().st_size > 10_000
+
+
+@pytest.mark.browser
+def test_every_page_passes_the_accessibility_audit(served):
+    """Issue 55 (WCAG 2.1 AA): axe-core (``AXE``, pinned in docs/package.json) audits every page of both sites in a
+    1400 px window, and lessons 01 and 03 again at 1920 px in the dark colour mode: no violation of serious or
+    critical impact (contrast, headings, the language attribute, names of links and buttons, keyboard access...).
+    Before the fixes: label-content-name-mismatch (the search and colour-mode buttons) and summary-name (the
+    contents' toggles) on every page, scrollable-region-focusable (a wide figure in the dark mode). Prints every
+    violation by rule."""
+    audit = served["audit"]
+    assert len(audit) == len(served["pages"]) + len(DARK_AUDIT) == 88 + 2, len(audit)
+    assert {served["wide"][p]["mode"] for p in served["wide"]} == {"dark"}  # audited in the dark colour mode too
+    by_rule: dict[tuple[str, str], list[str]] = {}
+    for page, violations in audit.items():
+        for v in violations:
+            by_rule.setdefault((v["id"], v["impact"]), []).extend(f"{page}: {node}" for node in v["nodes"])
+    for (rule, impact), nodes in sorted(by_rule.items()):
+        print(f"axe-core {rule} ({impact}): {len(nodes)} elements, e.g. {nodes[0]}")
+    serious = {f"{rule} ({impact})": nodes[:3] for (rule, impact), nodes in by_rule.items() if impact in SERIOUS}
+    assert serious == {}, serious
+
+
+@pytest.mark.browser
+def test_every_figure_has_a_text_alternative_that_says_what_it_shows(served):
+    """Issue 55: every figure of a notebook on the site has an ``alt`` that describes it (the cell's
+    ``mystnb.image.alt``, gradacc.course.notebooks.FIGURE_ALT), never the file's name Jupyter Book gives it
+    otherwise; in Portuguese on the pt-BR site."""
+    alts: dict[str, list[str]] = {}
+    for path, info in served["pages"].items():
+        for image in info["images"]:
+            if image["output"]:
+                alts.setdefault(path, []).append(image["alt"] or "")
+    bad = {p: a for p, found in alts.items() for a in found if len(a.split()) < 12 or a.endswith(".png")}
+    assert bad == {}, bad
+    figures = sum(len(found) for found in alts.values())
+    assert figures == 2 * sum(len(alts[p]) for p in alts if not p.startswith(PT)) >= 36, figures
+    for path, found in alts.items():
+        if not path.startswith(PT):
+            pt = alts[PT + path]
+            assert len(pt) == len(found) and all(a != b for a, b in zip(found, pt, strict=True)), path
+    assert any("microlotes" in a for a in alts[f"{PT}lessons/10_stacks.html"]), alts[f"{PT}lessons/10_stacks.html"]
+
+
+def test_every_stored_figure_says_what_it_shows_and_is_opaque():
+    """Issue 55: every figure a notebook stores (lessons and exercises, both editions; the explorer's picture too)
+    has its text alternative in its cell's metadata (``FIGURE_ALT``: a sentence, translated in the pt-BR edition),
+    and is opaque: no pixel lets JupyterLab's dark theme through, so no black text sits on a dark background."""
+    import base64
+    import io
+
+    from PIL import Image
+
+    from gradacc.course.notebooks import figure_alt
+
+    missing, transparent, alts = [], [], {}
+    for edition in ("", PT):
+        for path in NOTEBOOKS:
+            for cell in nbformat.read(ROOT / edition / path, as_version=4).cells:
+                pngs = [o["data"]["image/png"] for o in cell.get("outputs", []) if "image/png" in o.get("data", {})]
+                if not pngs:
+                    continue
+                where = f"{edition}{path} cell {cell.get('id')}"
+                alt = figure_alt(cell) or ""
+                alts[where] = alt
+                if len(alt.split()) < 12:
+                    missing.append(where)
+                for png in pngs:
+                    image = Image.open(io.BytesIO(base64.b64decode(png)))
+                    if (
+                        image.mode in ("RGBA", "LA", "P")
+                        and image.convert("RGBA").getchannel("A").getextrema()[0] < 255
+                    ):
+                        transparent.append(where)
+    assert missing == [] and transparent == [], (missing, transparent)
+    assert len(alts) >= 36 and all(alts[w] != alts[PT + w] for w in alts if not w.startswith(PT)), len(alts)
 
 
 def test_github_pages_publishes_make_site_from_main():

@@ -18,6 +18,7 @@ Everything here reads files and runs no notebook: a few seconds of CPU (tests/RE
 from __future__ import annotations
 
 import contextlib
+import copy
 import io
 import json
 import re
@@ -31,7 +32,7 @@ from conftest import ROOT
 from gradacc import i18n
 from gradacc.course import quiz
 from gradacc.course.checks import close, run_check
-from gradacc.course.notebooks import HOW_TO_CHECK_ID, generate_exercise
+from gradacc.course.notebooks import HOW_TO_CHECK_ID, figure_alt, generate_exercise, set_figure_alt
 from gradacc.course.translation.catalogs import (
     DOMAIN,
     catalog_path,
@@ -112,6 +113,11 @@ def test_a_pt_notebook_has_the_english_cells_code_and_outputs(source):
     setup = None
     for en, pt in zip(english.cells, portuguese.cells, strict=True):
         where = f"{source}, cell {en.get('id')}"
+        alt = figure_alt(en)  # a figure's text alternative is translated like a paragraph (issue 55)
+        assert bool(figure_alt(pt)) == bool(alt) and (figure_alt(pt) != alt or not alt), where
+        if alt:
+            pt.metadata = copy.deepcopy(pt.metadata)
+            set_figure_alt(pt, alt)
         assert (pt.cell_type, pt.metadata) == (en.cell_type, en.metadata), where
         if en.cell_type != "code":
             continue
@@ -444,8 +450,8 @@ def test_the_pytest_plugin_compares_a_pt_check_cell_with_its_portuguese_line():
     )
     pytest_plugin._judge_code_only(item, "1.1", False, pytest_plugin._language(SimpleNamespace(nb=exercise)))
     assert item.cell.outputs[0]["text"] == "Exercício 1.1: correto\n"
-    where = f"verificação 1.1, célula {position}/{len(exercise.cells)} no JupyterLab"
-    assert item.name == f"Cell 3 ({where})"
+    where = f"célula {position}/{len(exercise.cells)} no JupyterLab"
+    assert item.name == f"verificação 1.1 ({where})"
     assert item.repr_failure(None).splitlines()[:2] == [
         "Exercício 1.1: a célula de verificação falhou (o relatório do nbval abaixo diz como)",
         f"(a célula de verificação `check_combine_means(combine_means)`: {where})",

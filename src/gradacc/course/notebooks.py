@@ -5,9 +5,11 @@ Conventions (COURSE.md):
 * A solution notebook marks answer code between ``### BEGIN SOLUTION`` and ``### END SOLUTION`` in cells tagged
   ``solution``. Generation replaces each marked block with ``# YOUR CODE HERE`` and ``raise NotImplementedError()``
   (same indentation), clears the cell's outputs and tags it ``raises-exception`` (nbval then accepts the exception).
-* Check cells are tagged ``check`` and keep their stored ``Exercise X.Y: correct`` output, so ``pytest --nbval`` on a
-  finished exercise passes and on an unfinished one fails exactly at the unanswered checks. Every other code cell is
-  tagged ``nbval-ignore-output`` in the exercise (learners' runs may differ in timing lines and the like).
+* Check cells are tagged ``check`` and store NO output in the exercise (the solution's ``Exercise X.Y: correct`` line
+  would say "correct" under a check nobody has answered yet, issue 55): ``pytest --nbval`` compares a check cell with
+  that line itself (``gradacc.course.pytest_plugin``), so on a finished exercise it passes and on an unfinished one it
+  fails exactly at the unanswered checks. Every other code cell is tagged ``nbval-ignore-output`` in the exercise
+  (learners' runs may differ in timing lines and the like).
 * Only check cells may use what a solution cell defines.
 * Every exercise says how to check it: a markdown cell (id ``HOW_TO_CHECK_ID``) under the badges, made here.
 """
@@ -47,6 +49,9 @@ __all__ = [
     "reading_minutes",
     "core_path_cells",
     "OPTIONAL_MARK",
+    "FIGURE_ALT",
+    "figure_alt",
+    "set_figure_alt",
 ]
 
 BEGIN = "### BEGIN SOLUTION"
@@ -61,6 +66,27 @@ SECONDS_PER_OUTPUT_LINE = 3
 SECONDS_PER_FIGURE = 30
 """Seconds to read one figure (a stored PNG output)."""
 _EXECUTION_NOISE = ("execution", "collapsed", "scrolled", "ExecuteTime", "jupyter", "editable", "deletable")
+
+
+FIGURE_ALT = ("mystnb", "image", "alt")
+"""Where a code cell that draws a figure keeps the figure's text alternative (what it shows, for a reader who cannot
+see it): its metadata's ``mystnb.image.alt``, which Jupyter Book (myst-nb 1.4's ``render_image``) writes as the
+``<img>``'s ``alt`` on the website. In the cell's metadata, not the output's: a re-run keeps it. JupyterLab 4.6
+renders no text alternative for an image output (its ``renderImage`` sets no ``alt``). The pt-BR edition translates
+it (``gradacc translate``)."""
+
+
+def figure_alt(cell) -> str | None:
+    """The text alternative of the figure a code cell draws (``FIGURE_ALT``), or None."""
+    value = cell.get("metadata", {})
+    for key in FIGURE_ALT:
+        value = value.get(key) if isinstance(value, dict) else None
+    return value if isinstance(value, str) else None
+
+
+def set_figure_alt(cell, text: str) -> None:
+    """Set the text alternative of the figure a code cell draws (``FIGURE_ALT``)."""
+    cell.setdefault("metadata", {}).setdefault(FIGURE_ALT[0], {}).setdefault(FIGURE_ALT[1], {})[FIGURE_ALT[2]] = text
 
 
 def _tags(cell) -> list[str]:
@@ -163,7 +189,10 @@ def generate_exercise(solution, name: str | None = None) -> nbformat.NotebookNod
             _add_tag(cell, "nbval-ignore-output")
         elif BEGIN in cell.source or END in cell.source:
             raise ValueError(f"cell {index} (id {cell.get('id')!r}) has solution markers but no 'solution' tag")
-        elif "check" not in tags:
+        elif "check" in tags:  # nothing a learner reads says "correct" before they have answered
+            cell.outputs = []
+            cell.execution_count = None
+        else:
             _add_tag(cell, "nbval-ignore-output")
     if not any(c.get("id") == HOW_TO_CHECK_ID for c in nb.cells):
         after = next((i for i, c in enumerate(nb.cells) if c.get("id") == BADGES_ID), 0) + 1

@@ -19,10 +19,15 @@ starts with what the check cell printed: the exercise's number, the check's reas
 recognised (``CheckFailed`` itself says only ``see above``), without colour codes when the
 output is not a terminal.
 
-**Names a learner can find.** nbval names a cell by its index among the CODE cells (``Cell 3``); JupyterLab's status
-bar counts ALL cells (``Cell 7/11``). A check cell's test is named with both and its exercise:
-``exercises/10_stacks.ipynb::Cell 3 (check 10.1, cell 8/12 in JupyterLab)``, in the summary line and the failure's
-header alike.
+**Counted and named in checks** (issue 55), as ``gradacc progress`` counts them. nbval names a cell by its index among
+the CODE cells (``Cell 3``), where JupyterLab's status bar counts ALL cells (``Cell 7/11``), and counts every code cell
+as a test (``2 failed, 4 passed`` for a notebook of 2 checks). In a notebook with graded check cells a check's test is
+named with its exercise and the cell as JupyterLab numbers it, and nothing else:
+``exercises/10_stacks.ipynb::check 10.1 (cell 8/12 in JupyterLab)``, in the summary and the failure's header alike;
+another cell is ``cell 5/12 in JupyterLab``. The summary line counts the checks only (``1 failed, 1 passed``); another
+cell that fails counts as an error (``1 error``), one that passes is not counted; and a line says how many checks
+passed: ``exercises/10_stacks.ipynb: checks passed: 1 of 2``. nbval's code-cell index stays in the test's report
+(``user_properties``' ``nbval-cell``), where ``gradacc.course.nbval_run`` reads it.
 """
 
 from __future__ import annotations
@@ -37,7 +42,13 @@ from ..i18n import ENV_VAR, N_, translate
 # the plugin's learner-facing lines, translated into the notebook's language where they are printed
 _FAILED = N_("Exercise {exercise}: its check cell failed (nbval's report below says how)")
 _WHERE = N_("(the check cell `{source}`: {where})")
-_POSITION = N_("check {check}, cell {position}/{total} in JupyterLab")
+_POSITION = N_("cell {position}/{total} in JupyterLab")
+_CHECK = N_("check {check} ({where})")
+_PASSED = N_("{notebook}: checks passed: {passed} of {total}")
+CELL_PROPERTY = "nbval-cell"
+"""The ``user_properties`` key of a renamed item's nbval code-cell index (nbval's ``Cell N``)."""
+_ROLE = "gradacc-role"  # user_properties: "check X.Y" or "cell" for the items of a notebook with graded checks
+_LANGUAGE = "gradacc-language"  # user_properties: the notebook's language
 OUTPUT_TIMEOUT_S = 60.0
 """Seconds nbval waits for each output message after a cell's reply (nbval's own value is 5)."""
 
@@ -60,26 +71,33 @@ def _language(notebook) -> str:
     return chosen or os.environ.get(ENV_VAR) or "en"
 
 
-def _name_for_the_learner(item, check: str, language: str = "en") -> str:
-    """Rename a check cell's nbval item to ``Cell N (check X.Y, cell K/T in JupyterLab)`` (in the notebook's
-    language); returns the part in parentheses."""
+def _name_for_the_learner(item, check: str | None, language: str = "en") -> str:
+    """Rename an nbval item of a notebook with graded checks to ``check X.Y (cell K/T in JupyterLab)`` (a check cell)
+    or ``cell K/T in JupyterLab`` (another), in the notebook's language; returns the cell's position in those words.
+    nbval's code-cell index goes into the item's ``user_properties`` (``CELL_PROPERTY``)."""
     cells = item.parent.nb.cells
     position = next(i for i, cell in enumerate(cells) if cell is item.cell) + 1
-    where = translate(_POSITION, language).format(check=check, position=position, total=len(cells))
-    item.name = f"Cell {item.cell_num} ({where})"
-    item._nodeid = f"{item.nodeid.rsplit('::', 1)[0]}::{item.name}"  # pytest has no public way to rename an item
-    path, line, description = item.reportinfo()
-    item.reportinfo = lambda: (path, line, f"{description} ({where})")
+    where = translate(_POSITION, language).format(position=position, total=len(cells))
+    name = where if check is None else translate(_CHECK, language).format(check=check, where=where)
+    properties = getattr(item, "user_properties", None)
+    if properties is not None:
+        role = "cell" if check is None else f"check {check}"
+        properties += [(CELL_PROPERTY, item.cell_num), (_ROLE, role), (_LANGUAGE, language)]
+    path = item.nodeid.rsplit("::", 1)[0]
+    item.name = name
+    item._nodeid = f"{path}::{name}"  # pytest has no public way to rename an item
+    fspath, line, _ = item.reportinfo()
+    item.reportinfo = lambda: (fspath, line, f"{path}::{name}")
     return where
 
 
 def _judge_code_only(item, check: str | None, markup: bool, language: str = "en") -> None:
+    where = _name_for_the_learner(item, check, language)
     if check is None:
         item.options["check"] = False  # a learner's saved output is no evidence; an error still fails the cell
         item.cell.outputs = []
         return
     item.options["check"] = True
-    where = _name_for_the_learner(item, check, language)
     line = translate("Exercise {exercise}: correct", language).format(exercise=check)  # as the notebook prints it
     item.cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text=line + "\n")]
     item.cell.execution_count = item.cell.execution_count or 1
@@ -140,3 +158,35 @@ def pytest_collection_modifyitems(session, config, items) -> None:
             from nbval.plugin import nocolors
 
             item.colors = nocolors
+
+
+def _role(report) -> str | None:
+    return dict(getattr(report, "user_properties", ())).get(_ROLE)
+
+
+def pytest_report_teststatus(report, config):
+    """In a notebook with graded checks, only the checks count: another cell that passes (or is skipped) is not
+    counted nor shown as a dot, one that fails is an error (``E``); a check keeps pytest's own status."""
+    if _role(report) != "cell" or report.when != "call":
+        return None
+    if report.failed:
+        return "error", "E", "ERROR"
+    return "", "", ""
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
+    """One line per notebook with graded checks, in its language: how many of its checks passed
+    (``exercises/02_pytorch.ipynb: checks passed: 1 of 2``)."""
+    notebooks: dict[str, tuple[str, dict[str, bool]]] = {}  # path -> (language, {check: passed})
+    for reports in terminalreporter.stats.values():
+        for report in reports:
+            properties = dict(getattr(report, "user_properties", ()))
+            role = properties.get(_ROLE, "")
+            if not role.startswith("check ") or report.when not in ("setup", "call"):
+                continue
+            language, checks = notebooks.setdefault(report.nodeid.partition("::")[0], (properties[_LANGUAGE], {}))
+            checks[role] = checks.get(role, True) and report.passed
+    for path, (language, checks) in notebooks.items():
+        passed = sum(checks.values())
+        line = translate(_PASSED, language).format(notebook=path, passed=passed, total=len(checks))
+        terminalreporter.write_line(line, green=passed == len(checks), red=passed < len(checks))

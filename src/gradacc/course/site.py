@@ -26,8 +26,9 @@ links to the English one.
    ``site_notebook`` says the few things it changes;
 2. **build** both with ``jupyter-book build --warningiserror``, at the same time: nothing is executed, and a warning
    (a broken link, a missing page) fails the build;
-3. **publish** the HTML to ``build/site/`` and ``build/site/pt-BR/`` and put the committed notebooks in their
-   ``_sources/`` (the download button gives the repository's file, not the staged copy).
+3. **publish** the HTML to ``build/site/`` and ``build/site/pt-BR/`` (each page through ``accessible_html``) and put
+   the committed notebooks in their ``_sources/`` (the download button gives the repository's file, not the staged
+   copy).
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ import polib
 
 from ..i18n import N_, translate
 from .badges import BADGES_ID, read_repository
-from .notebooks import _dump, _tags, reading_minutes
+from .notebooks import _dump, reading_minutes
 from .translation.catalogs import EDITION, LANGUAGE
 from .translation.edition import slug
 
@@ -145,9 +146,9 @@ def site_notebook(nb: nbformat.NotebookNode, folder: str, lang: str = "en") -> n
       colab.research.google.com and mybinder.org);
     * a widget output (an ``application/vnd.jupyter.widget-view+json`` view, whose state is not stored) is replaced
       by its figure and a note saying where the widget runs live (``LIVE_NOTE`` in ``lang``) when it carries one
-      (the memory explorer), and is left out when it does not (a progress bar, whose text is its first frame, 0 %);
-    * in ``exercises/``, the check cells' stored ``Exercise X.Y: correct`` lines are left out (they are what nbval
-      compares a learner's run with, not a result of the empty answer above them).
+      (the memory explorer), and is left out when it does not (a progress bar, whose text is its first frame, 0 %).
+
+    An exercise's check cells store no output (``generate_exercise``): nothing says "correct" under an empty answer.
     """
     nb = copy.deepcopy(nb)
     nb.cells = [c for c in nb.cells if c.get("id") != BADGES_ID]
@@ -157,8 +158,6 @@ def site_notebook(nb: nbformat.NotebookNode, folder: str, lang: str = "en") -> n
         cells.append(cell)
         if cell.cell_type != "code":
             continue
-        if folder == "exercises" and "check" in _tags(cell):
-            cell.outputs = []
         kept, figure = [], False
         for out in cell.outputs:
             data = out.get("data", {})
@@ -221,11 +220,13 @@ def glossary_page(root: Path, lang: str = "en") -> str:
     )
 
 
-def _mathjax(root: Path, folder: Path) -> None:
-    """MathJax 3 from npm (``docs/package.json``; ``npm ci`` in ``build/site-npm``, once per lock file) into
-    ``folder/mathjax``: the combined TeX component, the extensions it loads on demand, the CHTML fonts, the menu and
-    accessibility components. Not into ``_static``: Jupyter Book puts a script tag for every ``.js`` file there on
-    every page, and MathJax's components, loaded that way as well as by MathJax itself, raised 6 errors per page."""
+def npm_modules(root: Path) -> Path:
+    """The site's npm packages (``docs/package.json``, pinned by ``docs/package-lock.json``): ``npm ci`` in
+    ``root/build/site-npm`` once per lock file; returns its ``node_modules``. MathJax, which the site serves, and
+    axe-core, the accessibility audit ``tests/test_site.py`` runs on every page (never published).
+
+    Raises:
+        RuntimeError: npm is missing, or ``npm ci`` failed (its output)."""
     npm = shutil.which("npm")
     if npm is None:
         raise RuntimeError(
@@ -245,13 +246,47 @@ def _mathjax(root: Path, folder: Path) -> None:
         if proc.returncode:
             raise RuntimeError(f"npm ci failed in {npm_dir}:\n{proc.stdout}\n{proc.stderr}")
         done.write_bytes(lock)
-    es5 = npm_dir / "node_modules" / "mathjax" / "es5"
+    return npm_dir / "node_modules"
+
+
+def _mathjax(root: Path, folder: Path) -> None:
+    """MathJax 3 from npm (``npm_modules``) into ``folder/mathjax``: the combined TeX component, the extensions it
+    loads on demand, the CHTML fonts, the menu and accessibility components. Not into ``_static``: Jupyter Book puts
+    a script tag for every ``.js`` file there on every page, and MathJax's components, loaded that way as well as by
+    MathJax itself, raised 6 errors per page."""
+    es5 = npm_modules(root) / "mathjax" / "es5"
     target = folder / "mathjax"
     target.mkdir(parents=True)
     shutil.copy2(es5 / "tex-mml-chtml.js", target)
     for sub in ("input", "output/chtml", "ui", "a11y", "sre", "adaptors"):
         if (es5 / sub).is_dir():
             shutil.copytree(es5 / sub, target / sub)
+
+
+_TOGGLE = N_("Show or hide this section's pages")
+"""The name of the contents' disclosure buttons (``accessible_html``)."""
+_NAMELESS_SUMMARY = '<summary><span class="toctree-toggle" role="presentation">'
+_OUTPUT = '<div class="cell_output docutils container">'
+_OUTPUT_END = re.compile(r'<div class="cell[ "]|<section|</section>')  # where an output area has surely ended
+
+
+def accessible_html(text: str, lang: str = "en") -> str:
+    """A page of the site as Jupyter Book 1 writes it, with what axe-core's audit (``tests/test_site.py``) finds
+    missing added:
+
+    * each ``<summary>`` of the contents' sections that pydata-sphinx-theme 0.17.1 makes with only a chevron icon in
+      it (``toctree.py``: ``add_collapse_checkboxes``) is named (``_TOGGLE``, in ``lang``; summary-name, serious);
+    * a figure's output area, which scrolls sideways when the figure is wider than the column (``site.css``), can
+      take the keyboard's focus, so that it scrolls with the arrow keys (``tabindex="0"``;
+      scrollable-region-focusable, serious)."""
+    label = html.escape(translate(_TOGGLE, lang), quote=True)
+    text = text.replace(_NAMELESS_SUMMARY, _NAMELESS_SUMMARY.replace("<summary>", f'<summary aria-label="{label}">'))
+    parts = text.split(_OUTPUT)
+    for i in range(1, len(parts)):
+        end = _OUTPUT_END.search(parts[i])
+        figure = "<img " in parts[i][: end.start() if end else len(parts[i])]
+        parts[i] = (_OUTPUT.replace(">", ' tabindex="0">') if figure else _OUTPUT) + parts[i]
+    return parts[0] + "".join(parts[1:])
 
 
 def site_pages(root: Path) -> list[str]:
@@ -400,6 +435,10 @@ def build_site(root: Path, out: Path | None = None, *, work: Path | None = None)
         html_dir = builds[lang][0]
         shutil.move(str(html_dir / "_build" / "html"), str(out / folder))
         shutil.rmtree(html_dir)
+        for page in (out / folder).rglob("*.html"):  # the other edition's folder is not there yet, or is skipped
+            parts = page.relative_to(out / folder).parts
+            if "_static" not in parts and (folder or parts[0] not in LANGUAGES.values()):
+                page.write_text(accessible_html(page.read_text(encoding="utf-8"), lang), encoding="utf-8")
         for page in pages:  # the download button gives the committed notebook, not the staged copy
             if page.endswith(".ipynb"):
                 shutil.copy2(root / folder / page, out / folder / "_sources" / page)

@@ -31,6 +31,7 @@ import polib
 from babel.messages.extract import extract_from_dir
 
 from ..badges import BADGES_ID, NAV_ID, read_repository
+from ..notebooks import figure_alt
 from .units import code_segments, markdown_segments
 
 __all__ = [
@@ -130,12 +131,15 @@ def document_units(root: Path, source: str) -> list[Unit]:
                 ]
             elif cell.cell_type == "code":
                 units += code_units(cell.source, cell.id, strings=strings)
+                if figure_alt(cell):  # the figure's text alternative (its metadata)
+                    units.append(Unit(figure_alt(cell), cell.id, "alt"))
         return units
     segments = markdown_segments(path.read_text(encoding="utf-8"))
     return [Unit(s.text, None, s.kind, s.single) for s in segments if s.kind != "keep"]
 
 
 _KIND_NOTE = {
+    ("alt", False): "the text alternative of the cell's figure: what it shows, for a reader who cannot see it",
     ("markdown", False): "markdown",
     ("comment", False): "a comment in code: one line of translation per line you want",
     ("comment", True): "a comment after code: translate it on one line",

@@ -38,7 +38,15 @@ import nbformat
 from ...i18n import N_
 from .. import quiz
 from ..badges import BADGES_ID, BADGES_TEXT, NAV_ID, Repository, badges_markdown, read_repository
-from ..notebooks import HOW_TO_CHECK, HOW_TO_CHECK_ID, _dump, generate_exercise, how_to_check
+from ..notebooks import (
+    HOW_TO_CHECK,
+    HOW_TO_CHECK_ID,
+    _dump,
+    figure_alt,
+    generate_exercise,
+    how_to_check,
+    set_figure_alt,
+)
 from .catalogs import DOMAIN, EDITION, LANGUAGE, catalog_path, read_catalog, sources, string_sources
 from .outputs import LiteralTemplate, cell_hash, read_store, translate_with
 from .units import Segment, code_segments, join, markdown_segments, strip_comments
@@ -339,6 +347,8 @@ class Edition:
                 if not setup_done and _GRADACC_IMPORT.search(cell.source):
                     cell.source, setup_done = SETUP_CODE + cell.source, True
                 cell.outputs = quiz.translate_outputs(self.outputs(source, cell, cell.outputs, templates), self.say, LANGUAGE)
+                if figure_alt(cell):
+                    set_figure_alt(cell, self._unit(source, cell.id, Segment("alt", figure_alt(cell))))
         if not setup_done:
             raise ValueError(f"{source}: no code cell imports gradacc, so none can set the language (SETUP_CODE)")
         nb.metadata.setdefault("gradacc", {})["language"] = LANGUAGE
