@@ -346,7 +346,9 @@ class Edition:
                 cell.source, templates = self.code_and_templates(source, cell.source, cell.id)
                 if not setup_done and _GRADACC_IMPORT.search(cell.source):
                     cell.source, setup_done = SETUP_CODE + cell.source, True
-                cell.outputs = quiz.translate_outputs(self.outputs(source, cell, cell.outputs, templates), self.say, LANGUAGE)
+                cell.outputs = quiz.translate_outputs(
+                    self.outputs(source, cell, cell.outputs, templates), self.say, LANGUAGE
+                )
                 if figure_alt(cell):
                     set_figure_alt(cell, self._unit(source, cell.id, Segment("alt", figure_alt(cell))))
         if not setup_done:
