@@ -259,7 +259,7 @@ class Edition:
             if seg.kind == "string" and translated[id(seg)] != seg.text
         ]
         if templates:
-            from .units import _neutral
+            from .shown import _neutral
 
             try:
                 ast.parse(_neutral(code))
