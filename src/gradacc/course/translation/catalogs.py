@@ -47,6 +47,8 @@ __all__ = [
     "extract",
     "SCOPE_FILE",
     "scope",
+    "STRINGS_FILE",
+    "string_sources",
 ]
 
 DOMAIN = "gradacc"
@@ -58,6 +60,10 @@ PAGE_GLOBS = ("README.md", "docs/index.md", "docs/troubleshooting.md", "docs/ins
 SCOPE_FILE = "translated.txt"
 """``locale/<lang>/translated.txt``: the sources whose catalogs are finished (tests/test_translation.py requires every
 entry of those translated); the lead adds a source when its translator is done."""
+STRINGS_FILE = "strings.txt"
+"""``locale/<lang>/strings.txt``: the notebooks whose code's strings (what cells print and draw, docstrings) are units
+of their catalogs (``units.display_strings``), the others' code keeps its English strings: the edition's output work
+goes one notebook at a time; a notebook added here gets its strings on the next ``extract``."""
 _DATE = "2026-12-03 00:00+0000"  # a new catalog's dates: fixed, so that extraction is repeatable
 WIDTH = 78  # msgmerge's line width
 _SIMILAR = 0.6  # difflib.get_close_matches' default cutoff, as msgmerge's fuzzy matching
@@ -66,7 +72,7 @@ _SIMILAR = 0.6  # difflib.get_close_matches' default cutoff, as msgmerge's fuzzy
 @dataclass(frozen=True)
 class Unit:
     """One translatable unit of a source: its English ``text``, its cell id (``context``; None in a page) and what
-    it is (``kind``: ``markdown`` or ``comment``; ``single``: a comment after code, translated on one line)."""
+    it is (``kind``: ``markdown``, ``comment`` or ``string``; ``single``: a comment after code, translated on one line)."""
 
     text: str
     context: str | None
@@ -95,8 +101,17 @@ def scope(root: Path, lang: str = LANGUAGE) -> list[str]:
     return [line.split("#", 1)[0].strip() for line in lines if line.split("#", 1)[0].strip()]
 
 
-def code_units(source: str, context: str | None = None) -> list[Unit]:
-    return [Unit(s.text, context, s.kind, s.single) for s in code_segments(source) if s.kind != "keep"]
+def string_sources(root: Path, lang: str = LANGUAGE) -> list[str]:
+    """The sources listed in ``locale/<lang>/strings.txt`` (``STRINGS_FILE``; one a line, ``#`` a comment)."""
+    path = root / "locale" / lang / STRINGS_FILE
+    lines = path.read_text(encoding="utf-8").splitlines() if path.exists() else []
+    return [line.split("#", 1)[0].strip() for line in lines if line.split("#", 1)[0].strip()]
+
+
+def code_units(source: str, context: str | None = None, *, strings: bool = False) -> list[Unit]:
+    """The units of a code cell: its comments, and with ``strings`` the strings the learner reads
+    (``units.display_strings``)."""
+    return [Unit(s.text, context, s.kind, s.single) for s in code_segments(source, strings=strings) if s.kind != "keep"]
 
 
 def document_units(root: Path, source: str) -> list[Unit]:
@@ -104,6 +119,7 @@ def document_units(root: Path, source: str) -> list[Unit]:
     the edition makes them)."""
     path = root / source
     if source.endswith(".ipynb"):
+        strings = source in string_sources(root)
         units = []
         for cell in nbformat.read(path, as_version=4).cells:
             if cell.get("id") in (BADGES_ID, NAV_ID):
@@ -113,7 +129,7 @@ def document_units(root: Path, source: str) -> list[Unit]:
                     Unit(s.text, cell.id, s.kind, s.single) for s in markdown_segments(cell.source) if s.kind != "keep"
                 ]
             elif cell.cell_type == "code":
-                units += code_units(cell.source, cell.id)
+                units += code_units(cell.source, cell.id, strings=strings)
         return units
     segments = markdown_segments(path.read_text(encoding="utf-8"))
     return [Unit(s.text, None, s.kind, s.single) for s in segments if s.kind != "keep"]
@@ -123,6 +139,8 @@ _KIND_NOTE = {
     ("markdown", False): "markdown",
     ("comment", False): "a comment in code: one line of translation per line you want",
     ("comment", True): "a comment after code: translate it on one line",
+    ("string", False): "a string the learner reads (printed, drawn on a figure, a docstring): keep its {fields}, "
+    "escapes (\\n) and quotes as they are",
 }
 
 

@@ -102,6 +102,23 @@ def _cmd_check(args: argparse.Namespace) -> int:
     return 1 if any(problems.values()) else 0
 
 
+def _cmd_run(args: argparse.Namespace) -> int:
+    from .edition import build
+    from .outputs import run_edition_notebook
+
+    root = Path(args.root)
+    build(root)  # the pt-BR code of the current catalogs first
+    for source in args.sources:
+        english = source.removeprefix("pt-BR/")
+        summary = run_edition_notebook(root, english, timeout=args.timeout)
+        print(
+            f"{english}: stored the pt-BR run's outputs of {summary['cells']} code cells, {summary['figures']} "
+            f"figures ({summary['seconds']} s)"
+        )
+        build(root)
+    return 0
+
+
 def _cmd_status(args: argparse.Namespace) -> int:
     rows = catalog_stats(Path(args.root))
     print(f"{'catalog':44s} {'entries':>7s} {'words':>6s} {'done':>5s} {'fuzzy':>5s} {'todo':>5s}  in translated.txt")
@@ -133,6 +150,15 @@ def add_cli(subparsers) -> None:
     q = sub.add_parser("check", help="what the tests check: finished catalogs, kept numbers/code/links, glossary")
     q.add_argument("--root", default=".", help="the course's root folder")
     q.set_defaults(func=_cmd_check)
+    q = sub.add_parser(
+        "run",
+        help="run pt-BR notebooks and store their outputs and figures (locale/pt_BR/outputs/), then build: after "
+        "changing a lesson's code or its strings' translations",
+    )
+    q.add_argument("sources", nargs="+", help="English notebooks (lessons/01_theory.ipynb) or their pt-BR files")
+    q.add_argument("--root", default=".", help="the course's root folder")
+    q.add_argument("--timeout", type=int, default=900, help="seconds per cell")
+    q.set_defaults(func=_cmd_run)
     q = sub.add_parser("status", help="entries, words, finished, fuzzy and untranslated entries per catalog")
     q.add_argument("--root", default=".", help="the course's root folder")
     q.set_defaults(func=_cmd_status)

@@ -8,8 +8,12 @@ What it writes, all of it generated (never edit these files; change the English 
 
   - ``metadata.gradacc.language = "pt_BR"``, and ``SETUP_CODE`` at the top of the first code cell that imports
     ``gradacc``: ``set_language("pt_BR")``, so the package's messages are Portuguese (``gradacc.i18n``);
-  - in the outputs, the lines the package's messages printed (a check cell's ``Exercise 1.1: correct``) as they print
-    in Portuguese (``MessageCatalog.translate_outputs``), so nbval compares a Portuguese run with them;
+  - in the code, the strings the learner reads (printed, drawn, docstrings: ``units.display_strings``) translated;
+  - in the outputs, what those strings printed (``outputs.LiteralTemplate``) and the lines the package's messages
+    printed (a check cell's ``Exercise 1.1: correct``) as they print in Portuguese (``MessageCatalog.translate_outputs``),
+    so nbval compares a Portuguese run with them; a cell with a figure (or whose text the templates cannot make) has
+    the outputs of a run of the pt-BR notebook (``gradacc translate run``, ``outputs.read_store``) while its code is
+    the one that made them;
   - the badges open the pt-BR notebook; the navigation cell links the pt-BR neighbours under their pt-BR titles;
   - links point into the edition (``Edition.target``): a lesson, solution, exercise or translated page to its pt-BR
     file (anchors to its translated headings), ``README.md`` to ``README.pt-BR.md``, anything else (maintainer notes,
@@ -22,6 +26,7 @@ What it writes, all of it generated (never edit these files; change the English 
 
 from __future__ import annotations
 
+import ast
 import copy
 import os
 import re
@@ -33,8 +38,9 @@ import nbformat
 from ...i18n import N_
 from ..badges import BADGES_ID, BADGES_TEXT, NAV_ID, Repository, badges_markdown, read_repository
 from ..notebooks import HOW_TO_CHECK, HOW_TO_CHECK_ID, _dump, generate_exercise, how_to_check
-from .catalogs import DOMAIN, EDITION, LANGUAGE, catalog_path, read_catalog, sources
-from .units import Segment, code_segments, join, markdown_segments
+from .catalogs import DOMAIN, EDITION, LANGUAGE, catalog_path, read_catalog, sources, string_sources
+from .outputs import LiteralTemplate, cell_hash, read_store, translate_with
+from .units import Segment, code_segments, join, markdown_segments, strip_comments
 
 __all__ = [
     "SETUP_CODE",
@@ -181,6 +187,8 @@ class Edition:
             catalog = [e for e in read_catalog(catalog_path(root, source)) or () if not e.obsolete]
             self.translations[source] = {(e.msgid, e.msgctxt): e.msgstr for e in catalog if e.msgstr}
             self.known[source] = {(e.msgid, e.msgctxt) for e in catalog}
+        self.with_strings = set(string_sources(root))
+        self.stores = {s: read_store(root, s) for s in self.sources if s.endswith(".ipynb")}
         self.slugs: dict[str, dict[str, str]] = {s: {} for s in self.sources}  # English anchor -> pt-BR anchor
         self.titles: dict[str, str] = {}  # a notebook's English title -> its pt-BR title
         self.missing: list[tuple[str, str | None, str]] = []  # units the catalogs do not hold (run extract)
@@ -217,7 +225,50 @@ class Edition:
         return _FENCE_OR_SPAN.sub(span, text)
 
     def code(self, source: str, text: str, context: str | None = None) -> str:
-        return join(code_segments(text), lambda seg: self._unit(source, context, seg))
+        return self.code_and_templates(source, text, context)[0]
+
+    def code_and_templates(
+        self, source: str, text: str, context: str | None = None
+    ) -> tuple[str, list[LiteralTemplate]]:
+        """A code cell's pt-BR code, and the templates of its translated strings (for its outputs).
+
+        Raises:
+            ValueError: a translated string that breaks the code (a quote, a field), naming the cell.
+        """
+        segments = code_segments(text, strings=source in self.with_strings)
+        translated = {id(seg): self._unit(source, context, seg) for seg in segments if seg.kind != "keep"}
+        code = join(segments, lambda seg: translated[id(seg)])
+        templates = [
+            LiteralTemplate(seg.text, translated[id(seg)], seg.marker)
+            for seg in segments
+            if seg.kind == "string" and translated[id(seg)] != seg.text
+        ]
+        if templates:
+            from .units import _neutral
+
+            try:
+                ast.parse(_neutral(code))
+            except SyntaxError as exc:
+                raise ValueError(f"{source}, cell {context}: a translated string breaks the code: {exc}") from None
+        return code, templates
+
+    def outputs(self, source: str, cell, english_outputs: list, templates: list[LiteralTemplate]) -> list:
+        """A pt-BR code cell's outputs (module docstring): the stored run's while its code made them, else the English
+        outputs with the cell's strings and the package's messages in Portuguese."""
+        stored = self.stores.get(source, {}).get(cell.get("id"))
+        if stored is not None and stored["hash"] == cell_hash(strip_comments(cell.source)):
+            return copy.deepcopy(stored["outputs"])
+        outputs = copy.deepcopy(english_outputs)
+        if templates:
+            for out in outputs:
+                if "text" in out:
+                    out["text"] = translate_with(templates, out["text"])
+                if "text/plain" in out.get("data", {}):
+                    out["data"]["text/plain"] = translate_with(templates, out["data"]["text/plain"])
+                if out.get("output_type") == "error":
+                    out["evalue"] = translate_with(templates, out["evalue"])
+                    out["traceback"] = [translate_with(templates, line) for line in out["traceback"]]
+        return self.messages.translate_outputs(outputs)
 
     # -- links -------------------------------------------------------------------------------------------------
     def _mirrored(self, path: str) -> bool:
@@ -277,10 +328,10 @@ class Edition:
             if cell.cell_type == "markdown":
                 cell.source = self.markdown(source, cell.source, cell.id)
             elif cell.cell_type == "code":
-                cell.source = self.code(source, cell.source, cell.id)
+                cell.source, templates = self.code_and_templates(source, cell.source, cell.id)
                 if not setup_done and _GRADACC_IMPORT.search(cell.source):
                     cell.source, setup_done = SETUP_CODE + cell.source, True
-                cell.outputs = self.messages.translate_outputs(cell.outputs)
+                cell.outputs = self.outputs(source, cell, cell.outputs, templates)
         if not setup_done:
             raise ValueError(f"{source}: no code cell imports gradacc, so none can set the language (SETUP_CODE)")
         nb.metadata.setdefault("gradacc", {})["language"] = LANGUAGE

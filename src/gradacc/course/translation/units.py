@@ -6,15 +6,24 @@
   ``#`` comments inside a ``python`` or ``bash`` fence are units too (below). A block with no word outside code spans,
   math and links (a formula on its own, a row of badges) is kept.
 * **Code** (a code cell, a fence): each ``#`` comment is a unit, found by Python's ``tokenize`` (a ``#`` inside a string
-  is not a comment), except the markers tools read (``# noqa``, ``# NBVAL_...``, ``### BEGIN SOLUTION``, ...).
+  is not a comment), except the markers tools read (``# noqa``, ``# NBVAL_...``, ``### BEGIN SOLUTION``, ...); the text
+  after a ``# noqa: E731`` directive (``# noqa: E731  one hidden layer's keep-mask``) is a unit, the directive kept.
   Comment lines that follow each other at the same indentation are one unit, one line of text per comment line;
   a comment after code on the same line is a unit of one line.
+* **What code shows** (a code cell only, ``strings=True``): each string literal with a word that the learner reads
+  when the cell runs or when reading the code (``display_strings``): the arguments of ``print`` and of the figure's
+  text calls (``set_title``, ``xlabel``, ``legend``, ``label=``, ...), the message of ``raise``/``assert``/``warn``,
+  the labels of a literal a ``for`` loop walks (``for name, fn in [("plain mean", ...)]``), and docstrings. The unit
+  is the literal's text between its quotes, as written (an f-string's ``{fields}`` and escapes like ``\\n`` are part
+  of it and stay as they are); the prefix and quotes are kept. The edition's build puts the translated literal in the
+  pt-BR code and translates the stored outputs it printed (``edition.LiteralTemplate``).
 
 Joining the segments of a document gives it back byte for byte; ``join`` with translations puts them in place.
 """
 
 from __future__ import annotations
 
+import ast
 import io
 import re
 import tokenize
@@ -22,13 +31,38 @@ from dataclasses import dataclass
 
 from markdown_it import MarkdownIt
 
-__all__ = ["Segment", "markdown_segments", "code_segments", "join", "strip_comments", "has_words"]
+__all__ = [
+    "Segment",
+    "markdown_segments",
+    "code_segments",
+    "join",
+    "strip_comments",
+    "strip_code_text",
+    "has_words",
+    "display_strings",
+    "string_fields",
+    "DISPLAY_CALLS",
+    "DISPLAY_KEYWORDS",
+]
 
 # comments that tools read, never translated
 _MARKERS = re.compile(
     r"^#+\s*(noqa|type:|fmt:|pragma|pylint|NBVAL_|BEGIN SOLUTION|END SOLUTION|YOUR CODE HERE|ruff|isort|SBATCH)|^#!",
     re.I,
 )
+_NOQA_TEXT = re.compile(r"^(#+\s*noqa(?::\s*[A-Z]+[0-9]+(?:\s*,\s*[A-Z]+[0-9]+)*)?\s+)(\S.*)$")
+"""A ``# noqa`` directive followed by words: the directive is the unit's marker, the words its text."""
+DISPLAY_CALLS = frozenset(
+    {
+        "print", "display", "Markdown", "warn",
+        # matplotlib: what a figure draws as text
+        "title", "set_title", "suptitle", "xlabel", "ylabel", "set_xlabel", "set_ylabel", "text", "figtext",
+        "annotate", "legend", "set_label", "bar_label", "supxlabel", "supylabel",
+    }
+)  # fmt: skip
+"""Calls whose string arguments the learner reads (printed, or drawn on a figure)."""
+DISPLAY_KEYWORDS = frozenset({"label", "title", "xlabel", "ylabel", "suptitle", "labels", "description"})
+"""Keyword arguments of any call whose strings are drawn or shown (``ax.plot(x, y, label="peak")``)."""
 _CODE_SPAN = re.compile(r"(`+)(.+?)\1", re.S)
 _MATH = re.compile(r"\$\$.+?\$\$|\$[^$\n]+\$", re.S)
 _LINK_TARGET = re.compile(r"\]\([^)\s]*\)|<https?://[^>]+>|https?://[^\s)>\]]+|<[^>\n]+>")
@@ -49,6 +83,8 @@ class Segment:
     marker: str = ""
     indent: str = ""
     single: bool = False
+    end: str = ""
+    """A string's closing quotes (``marker`` is its prefix and opening quotes: ``f"``)."""
 
 
 def has_words(text: str) -> bool:
@@ -124,8 +160,16 @@ def markdown_segments(source: str) -> list[Segment]:
 
 
 def _split_comment(token_text: str) -> tuple[str, str]:
+    noqa = _NOQA_TEXT.match(token_text)
+    if noqa:
+        return noqa.group(1), noqa.group(2)
     marker = re.match(r"#+\s?", token_text).group(0)
     return marker, token_text[len(marker) :]
+
+
+def _is_marker(text: str) -> bool:
+    """A comment that tools read and that carries no words of its own (``# noqa: E731`` alone)."""
+    return bool(_MARKERS.match(text)) and not _NOQA_TEXT.match(text)
 
 
 def _python_comments(source: str) -> list[tuple[int, int, str]]:
@@ -147,8 +191,190 @@ def _shell_comments(source: str) -> list[tuple[int, int, str]]:
     return found
 
 
-def code_segments(source: str, language: str = "python") -> list[Segment]:
-    """The segments of code: the code kept, and its comments as units (``language``: ``python`` or ``shell``).
+_PREFIX = re.compile(r"^([A-Za-z]*)(\"\"\"|\'\'\'|\"|\')")
+_SKIPPED_CALLS = frozenset({"format", "join", "str", "repr"})
+"""Calls inside a display call whose strings are still shown (``print(", ".join(...))``, ``"{} MiB".format(x)``)."""
+
+
+def _python_strings(source: str) -> list[tuple[int, int, int, int, str]]:
+    """``(row, column, end row, end column, text)`` of every string literal token of Python ``source`` (rows from 0);
+    an f-string is one token (Python 3.12 splits it into parts: they are joined back)."""
+    try:
+        tokens = list(tokenize.generate_tokens(io.StringIO(source).readline))
+    except (tokenize.TokenError, SyntaxError) as exc:
+        raise ValueError(f"cannot read the strings of this code (tokenize: {exc}):\n{source[:300]}") from exc
+    fstart, fend = getattr(tokenize, "FSTRING_START", None), getattr(tokenize, "FSTRING_END", None)
+    found, depth, begin = [], 0, None
+    for t in tokens:
+        if fstart is not None and t.type == fstart:
+            depth, begin = depth + 1, begin or t.start
+        elif fend is not None and t.type == fend:
+            depth -= 1
+            if depth == 0:
+                found.append((begin[0] - 1, begin[1], t.end[0] - 1, t.end[1], ""))
+                begin = None
+        elif t.type == tokenize.STRING and depth == 0:
+            found.append((t.start[0] - 1, t.start[1], t.end[0] - 1, t.end[1], t.string))
+    return found
+
+
+def _neutral(source: str) -> str:
+    """``source`` with IPython's magics and shell lines (``%time``, ``!pip``) made ``pass``: Python that ``ast`` reads,
+    with the same lines."""
+    return "\n".join(
+        re.sub(r"^(\s*)[%!].*$", r"\1pass", line) if re.match(r"^\s*[%!]", line) else line
+        for line in source.split("\n")
+    )
+
+
+def display_strings(source: str) -> list[tuple[int, int, int, int]]:
+    """The spans ``(row, column, end row, end column)`` (rows from 0, columns in characters) of the string literals of
+    Python ``source`` that the learner reads (the module docstring's "What code shows"); none for code ``ast`` cannot
+    read."""
+    try:
+        tree = ast.parse(_neutral(source))
+    except SyntaxError:
+        return []
+    lines = source.split("\n")
+    spans: list[tuple[int, int, int, int]] = []
+
+    def char(row: int, col: int) -> int:  # ast's columns count UTF-8 bytes
+        return len(lines[row].encode("utf-8")[:col].decode("utf-8", "replace"))
+
+    def add(node: ast.AST) -> None:
+        row, end = node.lineno - 1, node.end_lineno - 1
+        spans.append((row, char(row, node.col_offset), end, char(end, node.end_col_offset)))
+
+    def shown(node: ast.AST) -> None:
+        """Every string literal of ``node``, but keys (``d["key"]``), comparisons and other calls' arguments."""
+        if isinstance(node, ast.JoinedStr) or (isinstance(node, ast.Constant) and isinstance(node.value, str)):
+            add(node)
+        elif isinstance(node, ast.Subscript):
+            shown(node.value)
+        elif isinstance(node, ast.Compare):
+            return
+        elif isinstance(node, ast.Call):
+            name = _name(node.func)
+            if name in _SKIPPED_CALLS or name in DISPLAY_CALLS:
+                if isinstance(node.func, ast.Attribute):
+                    shown(node.func.value)
+                for arg in [*node.args, *(k.value for k in node.keywords)]:
+                    shown(arg)
+        else:
+            for child in ast.iter_child_nodes(node):
+                shown(child)
+
+    def elements(node: ast.AST) -> None:
+        """The labels of a literal a ``for`` loop walks: strings of its tuples, lists and dicts, no call's."""
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            add(node)
+        elif isinstance(node, ast.JoinedStr):
+            add(node)
+        elif isinstance(node, (ast.Tuple, ast.List, ast.Dict, ast.Set)):
+            for child in ast.iter_child_nodes(node):
+                elements(child)
+
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            first = node.body[0] if node.body else None
+            if (
+                isinstance(first, ast.Expr)
+                and isinstance(first.value, ast.Constant)
+                and isinstance(first.value.value, str)
+            ):
+                add(first.value)
+        if isinstance(node, ast.Call):
+            if _name(node.func) in DISPLAY_CALLS:
+                for arg in [*node.args, *(k.value for k in node.keywords)]:
+                    shown(arg)
+            else:
+                for keyword in node.keywords:
+                    if keyword.arg in DISPLAY_KEYWORDS:
+                        shown(keyword.value)
+        elif isinstance(node, ast.Raise) and isinstance(node.exc, ast.Call):
+            for arg in node.exc.args:
+                shown(arg)
+        elif isinstance(node, ast.Assert) and node.msg is not None:
+            shown(node.msg)
+        elif isinstance(node, (ast.For, ast.comprehension)) and isinstance(node.iter, (ast.Tuple, ast.List, ast.Dict)):
+            elements(node.iter)
+    return sorted(set(spans))
+
+
+def _name(func: ast.AST) -> str | None:
+    return func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else None
+
+
+def string_fields(text: str) -> list[tuple[str, bool]]:
+    """An f-string's text (between its quotes, as written) cut into ``(piece, is_field)``: literal text, with ``{{``
+    and ``}}`` as written, and each ``{field}`` whole (nested braces, quotes and format specs inside it).
+
+    Raises:
+        ValueError: a field that does not close.
+    """
+    out, i, literal = [], 0, ""
+    while i < len(text):
+        ch = text[i]
+        if ch in "{}" and text[i : i + 2] in ("{{", "}}"):
+            literal += text[i : i + 2]
+            i += 2
+            continue
+        if ch != "{":
+            literal += ch
+            i += 1
+            continue
+        depth, j, quote = 0, i, None
+        while j < len(text):
+            c = text[j]
+            if quote:
+                if c == quote:
+                    quote = None
+            elif c in "'\"":
+                quote = c
+            elif c in "{[(":
+                depth += 1
+            elif c in "}])":
+                depth -= 1
+                if depth == 0:
+                    break
+            j += 1
+        if j >= len(text):
+            raise ValueError(f"an f-string field that does not close: {text!r}")
+        if literal:
+            out.append((literal, False))
+            literal = ""
+        out.append((text[i : j + 1], True))
+        i = j + 1
+    if literal:
+        out.append((literal, False))
+    return out
+
+
+def _string_items(source: str, offsets: list[int]) -> list[tuple[int, int, Segment]]:
+    """``(start, end, segment)`` of every string literal the learner reads (``display_strings``) that has a word."""
+    spans = display_strings(source)
+    items = []
+    for row, col, erow, ecol, text in _python_strings(source):
+        if not any((r, c) <= (row, col) and (erow, ecol) <= (er, ec) for r, c, er, ec in spans):
+            continue
+        start, end = offsets[row] + col, offsets[erow] + ecol
+        text = text or source[start:end]
+        head = _PREFIX.match(text)
+        if head is None:
+            continue
+        quote = head.group(2)
+        body = text[len(head.group(0)) : len(text) - len(quote)]
+        words = body
+        if "f" in head.group(1).lower():
+            words = "".join(piece for piece, field in string_fields(body) if not field)
+        if has_words(words):
+            items.append((start, end, Segment("string", body, marker=head.group(0), end=quote)))
+    return items
+
+
+def code_segments(source: str, language: str = "python", *, strings: bool = False) -> list[Segment]:
+    """The segments of code: the code kept, and its comments as units (``language``: ``python`` or ``shell``);
+    ``strings``: also the string literals the learner reads (a code cell's, not a fence's: ``display_strings``).
 
     Raises:
         ValueError: Python code that ``tokenize`` cannot read.
@@ -156,14 +382,14 @@ def code_segments(source: str, language: str = "python") -> list[Segment]:
     comments = [
         c
         for c in (_python_comments(source) if language == "python" else _shell_comments(source))
-        if not _MARKERS.match(c[2]) and has_words(c[2])
+        if not _is_marker(c[2]) and has_words(_split_comment(c[2])[1])
     ]
     lines = source.split("\n")
     offsets = [0]
     for line in lines:
         offsets.append(offsets[-1] + len(line) + 1)
-    out: list[Segment] = []
-    pos, k = 0, 0  # pos: offset in source up to which segments are made
+    items: list[tuple[int, int, Segment]] = []
+    k = 0
     while k < len(comments):
         row, col, text = comments[k]
         marker = _split_comment(text)[0]
@@ -180,11 +406,18 @@ def code_segments(source: str, language: str = "python") -> list[Segment]:
                 break
             group.append(comments[k])
             k += 1
-        _keep(out, source[pos : offsets[row] + col])
         texts = "\n".join(_split_comment(t)[1] for _, _, t in group)
-        out.append(Segment("comment", texts, marker=marker, indent=lines[row][:col] if alone else "", single=not alone))
         last_row, last_col, last_text = group[-1]
-        pos = offsets[last_row] + last_col + len(last_text)
+        segment = Segment("comment", texts, marker=marker, indent=lines[row][:col] if alone else "", single=not alone)
+        items.append((offsets[row] + col, offsets[last_row] + last_col + len(last_text), segment))
+    if strings and language == "python":
+        items += _string_items(source, offsets)
+    out: list[Segment] = []
+    pos = 0  # offset in source up to which segments are made
+    for start, end, segment in sorted(items, key=lambda item: item[0]):
+        _keep(out, source[pos:start])
+        out.append(segment)
+        pos = end
     _keep(out, source[pos:])
     return out
 
@@ -201,12 +434,22 @@ def join(segments: list[Segment], translate=None) -> str:
             parts.append(seg.text)
             continue
         text = seg.text if translate is None else translate(seg)
-        if seg.kind == "comment":
+        if seg.kind == "string":
+            text = seg.marker + text + seg.end
+        elif seg.kind == "comment":
             if seg.single and "\n" in text:
                 raise ValueError(f"the comment {seg.text!r} follows code: translate it on one line, got {text!r}")
             text = f"\n{seg.indent}".join(seg.marker + line for line in text.split("\n"))
         parts.append(text)
     return "".join(parts)
+
+
+def strip_code_text(source: str) -> str:
+    """Python ``source`` without its comments and with every string the learner reads (``display_strings``) as
+    ``""``: what a translation may not change in a code cell."""
+    return strip_comments(
+        join(code_segments(source, strings=True), lambda seg: "" if seg.kind == "string" else seg.text)
+    )
 
 
 def strip_comments(source: str) -> str:
