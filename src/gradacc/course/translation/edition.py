@@ -257,7 +257,7 @@ class Edition:
         outputs with the cell's strings and the package's messages in Portuguese."""
         stored = self.stores.get(source, {}).get(cell.get("id"))
         if stored is not None and stored["hash"] == cell_hash(strip_comments(cell.source)):
-            return copy.deepcopy(stored["outputs"])
+            return [nbformat.from_dict(o) for o in copy.deepcopy(stored["outputs"])]
         outputs = copy.deepcopy(english_outputs)
         if templates:
             for out in outputs:

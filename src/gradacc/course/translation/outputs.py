@@ -34,7 +34,7 @@ from pathlib import Path
 import nbformat
 
 from .catalogs import EDITION, LANGUAGE, catalog_path, read_catalog, sources
-from .units import string_fields
+from .units import field_key, string_fields
 
 __all__ = [
     "LiteralTemplate",
@@ -97,11 +97,11 @@ class LiteralTemplate:
         for piece, field in self.english_pieces:
             if not field:
                 parts.append(re.escape(piece))
-            elif piece in names:
-                parts.append(f"(?P={names[piece]})")
+            elif field_key(piece) in names:
+                parts.append(f"(?P={names[field_key(piece)]})")
             else:
-                names[piece] = f"g{len(names)}"
-                parts.append(f"(?P<{names[piece]}>.*?)")
+                names[field_key(piece)] = f"g{len(names)}"
+                parts.append(f"(?P<{names[field_key(piece)]}>.*?)")
         if self.english_pieces and self.english_pieces[-1][1]:  # ending in a field: up to the line's end
             parts[-1] = parts[-1].replace(".*?", ".*")
         first, last = self.english_pieces[0], self.english_pieces[-1]
@@ -115,7 +115,8 @@ class LiteralTemplate:
     def sub(self, text: str) -> str:
         def write(match: re.Match) -> str:
             return "".join(
-                match.group(self.names[p]) if field and p in self.names else p for p, field in self.translated_pieces
+                match.group(self.names[field_key(p)]) if field and field_key(p) in self.names else p
+                for p, field in self.translated_pieces
             )
 
         return self.pattern.sub(write, text)

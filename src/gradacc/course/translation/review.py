@@ -5,7 +5,8 @@
 * **Kept as they are** (every translated entry of every catalog): the numbers, inline code spans, math (``$...$``),
   link targets and URLs of ``msgstr`` are those of ``msgid`` (as multisets: the words around them may move); the
   leading markdown marker (heading level, list marker, indentation, table pipe) and a table row's cell count are the
-  same; a comment that follows code stays on one line; a message of ``gradacc.po`` keeps its ``{placeholders}``.
+  same; a comment that follows code stays on one line; a message of ``gradacc.po`` keeps its ``{placeholders}``; a
+  string of code keeps its f-string ``{fields}`` (the words quoted inside a field may change) and its escapes.
   Numbers are compared as written, except thousands: ``1,797`` may be written ``1797`` or ``1 797`` (in Portuguese
   the comma is the decimal mark, so ``1,797`` would read as one point seven); decimals keep Python's point
   (``0.055``, as the outputs print them).
@@ -26,6 +27,7 @@ from pathlib import Path
 import polib
 
 from .catalogs import DOMAIN, LANGUAGE, catalog_path, read_catalog, scope, sources
+from .units import field_key, string_fields
 
 __all__ = [
     "prose",
@@ -101,6 +103,17 @@ def entry_problems(source: str, message: polib.POEntry) -> list[str]:
         )
     if english.lstrip().startswith("|") and _CODE.sub("", english).count("|") != _CODE.sub("", translated).count("|"):
         found.append("a table row with another number of cells")
+    if "a string the learner reads" in message.comment:
+        try:
+            want = sorted(field_key(p) for p, field in string_fields(english) if field)
+            got = sorted(field_key(p) for p, field in string_fields(translated) if field)
+        except ValueError as exc:
+            found.append(str(exc))
+        else:
+            if want != got:
+                found.append(f"f-string fields {got} instead of {want} (the quoted words inside one may change)")
+        if english.count("\\") != translated.count("\\"):
+            found.append("another number of backslashes (escapes such as \\n stay as they are)")
     if "after code" in message.comment and "\n" in translated:
         found.append("a comment after code translated on several lines (keep it on one)")
     return [f"{_where(source, message)}: {p}" for p in found]
@@ -153,6 +166,16 @@ def _ignored(message: polib.POEntry) -> set[str]:
     return {c.split(":", 1)[1].strip() for c in lines if c.strip().startswith("glossary-ignore:")}
 
 
+def _words(message: polib.POEntry, text: str) -> str:
+    """``text`` without its f-string fields when ``message`` is a string of code (``{device.type}`` is no prose)."""
+    if "a string the learner reads" not in message.comment:
+        return text
+    try:
+        return "".join(" " if field else piece for piece, field in string_fields(text))
+    except ValueError:
+        return text
+
+
 def glossary_problems(
     source: str, messages: list[polib.POEntry], terms: list[GlossaryTerm], *, first_use: bool
 ) -> list[str]:
@@ -162,7 +185,7 @@ def glossary_problems(
     for message in messages:
         if not message.msgstr or message.fuzzy or message.obsolete:
             continue
-        english, translated = prose(message.msgid), prose(message.msgstr)
+        english, translated = prose(_words(message, message.msgid)), prose(_words(message, message.msgstr))
         for term in terms:
             if not term.english_pattern.search(english):
                 continue
@@ -171,6 +194,8 @@ def glossary_problems(
             avoided = term.avoid.search(translated) if term.avoid else None
             if avoided:
                 found.append(f"{_where(source, message)}: {avoided.group(0)!r}: write {term.portuguese!r}")
+            if "a string the learner reads" in message.comment:
+                continue  # what code prints or draws carries no English beside its terms
             if first_use and term.beside and term.term not in seen and not term.english_pattern.search(translated):
                 found.append(f"{_where(source, message)}: first use of {term.term!r}: write the English beside it")
             seen.add(term.term)

@@ -13,7 +13,9 @@
 * **What code shows** (a code cell only, ``strings=True``): each string literal with a word that the learner reads
   when the cell runs or when reading the code (``display_strings``): the arguments of ``print`` and of the figure's
   text calls (``set_title``, ``xlabel``, ``legend``, ``label=``, ...), the message of ``raise``/``assert``/``warn``,
-  the labels of a literal a ``for`` loop walks (``for name, fn in [("plain mean", ...)]``), and docstrings. The unit
+  the labels of a literal a ``for`` loop walks (``for name, fn in [("plain mean", ...)]``), a string assigned to a
+  name that only shown f-strings use (``where = "every micro-batch" if ... else "at the boundary"``), and docstrings; but
+  not a string the cell also writes elsewhere (a key, a value compared: ``if logging == "window sum"``), which is code. The unit
   is the literal's text between its quotes, as written (an f-string's ``{fields}`` and escapes like ``\\n`` are part
   of it and stay as they are); the prefix and quotes are kept. The edition's build puts the translated literal in the
   pt-BR code and translates the stored outputs it printed (``edition.LiteralTemplate``).
@@ -41,6 +43,7 @@ __all__ = [
     "has_words",
     "display_strings",
     "string_fields",
+    "field_key",
     "DISPLAY_CALLS",
     "DISPLAY_KEYWORDS",
 ]
@@ -241,9 +244,10 @@ def display_strings(source: str) -> list[tuple[int, int, int, int]]:
     def char(row: int, col: int) -> int:  # ast's columns count UTF-8 bytes
         return len(lines[row].encode("utf-8")[:col].decode("utf-8", "replace"))
 
+    kept: list[ast.AST] = []
+
     def add(node: ast.AST) -> None:
-        row, end = node.lineno - 1, node.end_lineno - 1
-        spans.append((row, char(row, node.col_offset), end, char(end, node.end_col_offset)))
+        kept.append(node)
 
     def shown(node: ast.AST) -> None:
         """Every string literal of ``node``, but keys (``d["key"]``), comparisons and other calls' arguments."""
@@ -258,7 +262,7 @@ def display_strings(source: str) -> list[tuple[int, int, int, int]]:
             if name in _SKIPPED_CALLS or name in DISPLAY_CALLS:
                 if isinstance(node.func, ast.Attribute):
                     shown(node.func.value)
-                for arg in [*node.args, *(k.value for k in node.keywords)]:
+                for arg in _texts(node):
                     shown(arg)
         else:
             for child in ast.iter_child_nodes(node):
@@ -285,20 +289,53 @@ def display_strings(source: str) -> list[tuple[int, int, int, int]]:
                 add(first.value)
         if isinstance(node, ast.Call):
             if _name(node.func) in DISPLAY_CALLS:
-                for arg in [*node.args, *(k.value for k in node.keywords)]:
+                for arg in _texts(node):
                     shown(arg)
             else:
                 for keyword in node.keywords:
                     if keyword.arg in DISPLAY_KEYWORDS:
                         shown(keyword.value)
-        elif isinstance(node, ast.Raise) and isinstance(node.exc, ast.Call):
+        elif isinstance(node, ast.Raise) and isinstance(node.exc, ast.Call):  # positional: the message
             for arg in node.exc.args:
                 shown(arg)
         elif isinstance(node, ast.Assert) and node.msg is not None:
             shown(node.msg)
         elif isinstance(node, (ast.For, ast.comprehension)) and isinstance(node.iter, (ast.Tuple, ast.List, ast.Dict)):
             elements(node.iter)
+    # a name a shown f-string prints, assigned strings in this cell: `where = "every micro-batch" if ... else "..."`
+    printed = {
+        v.value.id
+        for n in kept
+        if isinstance(n, ast.JoinedStr)
+        for v in n.values
+        if isinstance(v, ast.FormattedValue) and isinstance(v.value, ast.Name)
+    }
+    inside = {id(x) for n in kept if isinstance(n, ast.JoinedStr) for x in ast.walk(n)}
+    printed -= {
+        n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and id(n) not in inside
+    }  # a name the code uses too (`torch.amp.GradScaler(amp_device)`) holds code, not text
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id in printed for t in node.targets):
+            if isinstance(node.value, (ast.Constant, ast.JoinedStr, ast.IfExp)):
+                shown(node.value)
+    # a string also written elsewhere in the cell is code (a key, a value compared): `if logging == "window sum"`
+    shown_nodes = {id(n) for n in kept}
+    code_values = {
+        n.value
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in shown_nodes
+    }
+    for node in kept:
+        if not (isinstance(node, ast.Constant) and node.value in code_values):
+            row, end = node.lineno - 1, node.end_lineno - 1
+            spans.append((row, char(row, node.col_offset), end, char(end, node.end_col_offset)))
     return sorted(set(spans))
+
+
+def _texts(call: ast.Call) -> list[ast.AST]:
+    """The arguments of a display call that are texts: the positional ones and ``DISPLAY_KEYWORDS`` (not ``ha="right"``,
+    ``loc="upper left"``, ``sep=" | "``)."""
+    return [*call.args, *(k.value for k in call.keywords if k.arg in DISPLAY_KEYWORDS)]
 
 
 def _name(func: ast.AST) -> str | None:
@@ -348,6 +385,12 @@ def string_fields(text: str) -> list[tuple[str, bool]]:
     if literal:
         out.append((literal, False))
     return out
+
+
+def field_key(field: str) -> str:
+    """An f-string field with the text of the strings inside it blanked (``{', '.join(x) or 'none yet'}`` ->
+    ``{''.join(x) or ''}``): what a translation keeps of a field, whose quoted words it may translate."""
+    return re.sub(r"'[^']*'|\"[^\"]*\"", "''", field)
 
 
 def _string_items(source: str, offsets: list[int]) -> list[tuple[int, int, Segment]]:
