@@ -38,6 +38,7 @@ from torch import nn
 from ..foundations.data import load_digits_tensors
 from ..foundations.launch import run_torchrun_json
 from ..foundations.models import make_digits_model
+from ..i18n import _
 from .distributed import effective_batch_size, single_process_group
 from .runs import run_jax_worker
 
@@ -230,7 +231,7 @@ def run_parallel_lesson(
             f"--windows={windows}",
         ],
         nproc_per_node=2,
-        what="torchrun (2 pipeline / DDP workers)",
+        what=_("torchrun (2 pipeline / DDP workers)"),
         timeout=timeout,
         progress=progress,
     )
