@@ -64,6 +64,13 @@ def _shown(output) -> str:
     return "" if "image/png" in data else data.get("text/plain", "")
 
 
+def _drawn(output) -> bool:
+    """A figure matplotlib drew in the cell (a widget's picture, such as the memory explorer's, is the widget's own:
+    tests/test_widgets.py checks its texts through the catalog)."""
+    data = output.get("data", {})
+    return "image/png" in data and "application/vnd.jupyter.widget-view+json" not in data
+
+
 def test_the_scope_lists_notebooks_of_the_course():
     missing = [s for s in string_sources(ROOT) if not (ROOT / s).exists()]
     assert NOTEBOOKS and missing == [], missing
@@ -102,16 +109,13 @@ def test_every_output_is_a_run_of_the_current_pt_code_and_no_figure_draws_englis
         ):
             stale.append(cell.get("id"))
             continue
-        assert len(stored["texts"]) == sum("image/png" in o.get("data", {}) for o in cell.outputs), cell.get("id")
+        assert len(stored["texts"]) == sum(map(_drawn, cell.outputs)), cell.get("id")
         for texts in stored["texts"]:
             figures += 1
             english += [f"{cell.get('id')}: {t!r}" for t in texts if english_lines(ROOT, t, least=1)]
     assert stale == [], f"outputs not from a run of the current pt-BR code: `gradacc translate run {source}`: {stale}"
     assert english == [], "English drawn on a pt-BR figure:\n" + "\n".join(english)
-    english_figures = sum(
-        "image/png" in o.get("data", {}) for c in nb.cells if c.cell_type == "code" for o in c.outputs
-    )
-    assert figures == english_figures
+    assert figures == sum(_drawn(o) for c in nb.cells if c.cell_type == "code" for o in c.outputs)
 
 
 def _printed(code: str) -> str:

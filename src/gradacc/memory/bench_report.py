@@ -11,6 +11,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from ..i18n import N_, _
+
 __all__ = [
     "IMPLS",
     "ROW_FIELDS",
@@ -67,10 +69,13 @@ def check_targets(rows: Sequence[dict]) -> list[dict]:
 
 
 def format_table(rows: Sequence[dict]) -> str:
-    """A text table of the rows with ratios against N = 1 of the same implementation."""
+    """A text table of the rows with ratios against N = 1 of the same implementation; the headers in the learner's
+    language (``gradacc.i18n``), each column as wide as its header needs."""
+    peak, act, seconds = _(N_("peak MiB")), _(N_("act MiB")), _(N_("s/eff.batch"))
+    wp, wa, ws = max(9, len(peak)), max(8, len(act)), max(11, len(seconds))
     head = (
-        f"{'impl':18s} {'N':>3s} {'micro':>6s} {'peak MiB':>9s} {'x N=1':>6s} {'act MiB':>8s} {'x N=1':>6s} "
-        f"{'s/eff.batch':>11s} {'x N=1':>6s}"
+        f"{'impl':18s} {'N':>3s} {'micro':>6s} {peak:>{wp}s} {'x N=1':>6s} {act:>{wa}s} {'x N=1':>6s} "
+        f"{seconds:>{ws}s} {'x N=1':>6s}"
     )
     lines = [head, "-" * len(head)]
     for r in rows:
@@ -80,9 +85,9 @@ def format_table(rows: Sequence[dict]) -> str:
             return f"{r[key] / base[key]:6.2f}" if base[key] else f"{'-':>6s}"
 
         lines.append(
-            f"{r['impl']:18s} {r['accum_steps']:3d} {r['micro_batch_size']:6d} {r['peak_mib']:9.1f} "
-            f"{ratio('peak_mib')} {r['activations_mib']:8.1f} {ratio('activations_mib')} "
-            f"{r['seconds_per_effective_batch']:11.4f} {ratio('seconds_per_effective_batch')}"
+            f"{r['impl']:18s} {r['accum_steps']:3d} {r['micro_batch_size']:6d} {r['peak_mib']:{wp}.1f} "
+            f"{ratio('peak_mib')} {r['activations_mib']:{wa}.1f} {ratio('activations_mib')} "
+            f"{r['seconds_per_effective_batch']:{ws}.4f} {ratio('seconds_per_effective_batch')}"
         )
     return "\n".join(lines)
 
@@ -114,17 +119,19 @@ def plot_rows(rows: Sequence[dict], path: str | Path | None = None, title: str =
         mem_ax.plot(ns, [r["peak_mib"] for r in mine], label=impl, **style)
         time_ax.plot(ns, [r["seconds_per_effective_batch"] for r in mine], label=impl, **style)
     all_ns = sorted({r["accum_steps"] for r in rows})
-    for ax, label in ((mem_ax, "peak memory (MiB)"), (time_ax, "seconds per effective batch")):
+    for ax, label in ((mem_ax, _("peak memory (MiB)")), (time_ax, _("seconds per effective batch"))):
         ax.set_xscale("log", base=2)
         ax.set_xticks(all_ns)
         ax.set_xticklabels([str(n) for n in all_ns])
         ax.minorticks_off()
-        ax.set_xlabel("accumulation steps N")
+        ax.set_xlabel(_("accumulation steps N"))
         ax.set_ylabel(label)
         ax.set_ylim(bottom=0)
     fig.legend(*mem_ax.get_legend_handles_labels(), loc="outside lower center", ncols=len(IMPLS), fontsize=9)
     if title:
-        fig.suptitle(title, fontsize=10)
+        from .config import localized_label
+
+        fig.suptitle(localized_label(title), fontsize=10)
     if path is not None:
         fig.savefig(path, format="png", dpi=100)
     return fig
@@ -132,10 +139,15 @@ def plot_rows(rows: Sequence[dict], path: str | Path | None = None, title: str =
 
 def load_reference() -> dict[str, Any]:
     """The full benchmark run shipped with the course (``{"setup", "rows", "targets"}``, as ``run_benchmark``): one run
-    of ``gradacc bench --json`` on the course's 2-core CPU machine, times included (those are that machine's)."""
+    of ``gradacc bench --json`` on the course's 2-core CPU machine, times included (those are that machine's); its
+    ``setup["config"]`` in the learner's language (``config.localized_label``)."""
     from importlib import resources
 
-    return json.loads(resources.files("gradacc.memory").joinpath("bench_reference.json").read_text(encoding="utf-8"))
+    from .config import localized_label
+
+    data = json.loads(resources.files("gradacc.memory").joinpath("bench_reference.json").read_text(encoding="utf-8"))
+    data["setup"]["config"] = localized_label(data["setup"]["config"])
+    return data
 
 
 def format_fsdp_table(rows: Sequence[dict]) -> str:

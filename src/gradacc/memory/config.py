@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import re
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
@@ -15,6 +16,7 @@ import torch
 from torch import nn
 
 from ..foundations.models import DigitsTransformer
+from ..i18n import _
 from .measure import measure_step
 from .options import PRECISIONS, _check_optimizer_name, _check_precision, check_divisible, make_optimizer
 from .tracker import StepMemory
@@ -102,11 +104,37 @@ class StepConfig:
         return x[index].to(device=device, dtype=self.dtype), y[index].to(device)
 
     def label(self) -> str:
-        extra = ", checkpointed" if self.checkpoint else ""
-        return (
-            f"{self.arch} width {self.width} depth {self.depth}, {self.optimizer}, {self.precision}, "
-            f"effective batch {self.effective_batch_size}{extra}"
+        """``mlp width 512 depth 4, adam, fp32, effective batch 4096`` (``, checkpointed``), in the learner's language
+        (``gradacc.i18n``)."""
+        return _label(
+            self.arch,
+            self.width,
+            self.depth,
+            self.optimizer,
+            self.precision,
+            self.effective_batch_size,
+            self.checkpoint,
         )
+
+
+_LABEL = re.compile(r"^(\w+) width (\d+) depth (\d+), (\w+), (\w+), effective batch (\d+)(, checkpointed)?$")
+
+
+def _label(arch, width, depth, optimizer, precision, effective_batch_size, checkpoint) -> str:
+    text = _("{arch} width {width} depth {depth}, {optimizer}, {precision}, effective batch {batch}").format(
+        arch=arch, width=width, depth=depth, optimizer=optimizer, precision=precision, batch=effective_batch_size
+    )
+    return text + (_(", checkpointed") if checkpoint else "")
+
+
+def localized_label(label: str) -> str:
+    """A ``StepConfig.label()`` written in English (a stored benchmark's ``setup["config"]``) in the learner's
+    language; any other text as it is."""
+    match = _LABEL.match(label)
+    if match is None:
+        return label
+    arch, width, depth, optimizer, precision, batch, checkpoint = match.groups()
+    return _label(arch, width, depth, optimizer, precision, batch, bool(checkpoint))
 
 
 @functools.lru_cache(maxsize=1)

@@ -16,6 +16,8 @@ from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
+from ..i18n import N_, _
+
 __all__ = [
     "MIB",
     "CATEGORIES",
@@ -107,20 +109,41 @@ class StepMemory:
         return out
 
 
+BREAKDOWN_HEADERS = (
+    N_("params"),
+    N_("grads"),
+    # TRANSLATORS: a column of format_breakdown's table: the optimizer state's MiB at the peak
+    N_("opt state"),
+    N_("acts"),
+    N_("temps"),
+    N_("other"),
+)
+"""``format_breakdown``'s column headers for ``CATEGORIES``, in that order (translated where shown)."""
+
+
 def _breakdown(values: dict[str, float]) -> dict[str, float]:
     return {c: float(values.get(c, 0.0)) for c in CATEGORIES}
 
 
 def format_breakdown(results: Sequence[StepMemory], digits: int = 1) -> str:
     """A text table: one row per result with N, the micro-batch, each category at the peak, the peak and the saved
-    activations of one micro-batch, in MiB rounded to ``digits`` decimals."""
-    names = ["params", "grads", "opt state", "acts", "temps", "other"]
-    head = f"{'N':>3s} {'micro':>6s} " + " ".join(f"{n:>9s}" for n in names) + f" {'peak':>9s} {'saved acts':>10s}"
+    activations of one micro-batch, in MiB rounded to ``digits`` decimals; the headers in the learner's language
+    (``gradacc.i18n``), each column as wide as its header needs (9 characters at least)."""
+    names = [_(n) for n in BREAKDOWN_HEADERS]
+    widths = [max(9, len(n)) for n in names]
+    peak, saved = _(N_("peak")), _(N_("saved acts"))
+    wide_peak, wide_saved = max(9, len(peak)), max(10, len(saved))
+    head = (
+        f"{'N':>3s} {'micro':>6s} "
+        + " ".join(f"{n:>{w}s}" for n, w in zip(names, widths, strict=True))
+        + f" {peak:>{wide_peak}s} {saved:>{wide_saved}s}"
+    )
     lines = [head]
     for r in results:
-        cells = " ".join(f"{r.breakdown_mib[c]:9.{digits}f}" for c in CATEGORIES)
+        cells = " ".join(f"{r.breakdown_mib[c]:{w}.{digits}f}" for c, w in zip(CATEGORIES, widths, strict=True))
         lines.append(
-            f"{r.accum_steps:3d} {r.micro_batch_size:6d} {cells} {r.peak_mib:9.{digits}f} {r.activations_mib:10.{digits}f}"
+            f"{r.accum_steps:3d} {r.micro_batch_size:6d} {cells} {r.peak_mib:{wide_peak}.{digits}f} "
+            f"{r.activations_mib:{wide_saved}.{digits}f}"
         )
     return "\n".join(lines)
 

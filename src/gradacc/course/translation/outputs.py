@@ -149,18 +149,44 @@ def read_store(root: Path, source: str) -> dict[str, dict]:
 
 FIGURE_TEXTS_HOOK = f"""
 def _gradacc_record_figure_texts():
-    import matplotlib_inline.backend_inline as inline
+    import sys
 
-    fetch = inline._fetch_figure_metadata
+    from IPython import get_ipython
+
+    shell = get_ipython()
 
     def texts(fig):
         found = [t.get_text() for t in fig.findobj(match=lambda a: hasattr(a, "get_text") and a.get_visible())]
         return [t for t in dict.fromkeys(found) if isinstance(t, str) and t.strip()]
 
+    def wrap(*args):
+        if "matplotlib.figure" not in sys.modules:
+            return
+        from matplotlib.figure import Figure
+
+        formatter = shell.display_formatter.formatters["image/png"]
+        try:
+            printer = formatter.lookup_by_type(Figure)
+        except KeyError:
+            return
+        if getattr(printer, "_gradacc", False):
+            return
+
+        def recorded(fig, printer=printer):
+            return printer(fig), {{{FIGURE_KEY!r}: texts(fig)}}
+
+        recorded._gradacc = True
+        formatter.for_type(Figure, recorded)
+
+    shell.events.register("pre_run_cell", wrap)  # display(fig) of a Figure made without pyplot
+    shell.events.register("post_execute", wrap)
+
+    import matplotlib_inline.backend_inline as inline  # plt.show() and a figure left at a cell's end
+
+    fetch = inline._fetch_figure_metadata
+
     def metadata(fig):
-        meta = dict(fetch(fig) or {{}})
-        meta[{FIGURE_KEY!r}] = texts(fig)
-        return meta
+        return {{**(fetch(fig) or {{}}), {FIGURE_KEY!r}: texts(fig)}}
 
     inline._fetch_figure_metadata = metadata
 
@@ -168,16 +194,21 @@ def _gradacc_record_figure_texts():
 _gradacc_record_figure_texts()
 del _gradacc_record_figure_texts
 """
-"""Run at the start of the pt-BR notebook's kernel by ``run_edition_notebook``: each figure's output then carries every
-text it draws (``FIGURE_KEY`` of its metadata; moved to the store's ``texts``)."""
+"""Run at the start of the pt-BR notebook's kernel by ``run_edition_notebook``: the PNG of every matplotlib figure the
+kernel shows (``plt.show()``, a figure left at a cell's end, ``display(fig)``) then carries the texts it draws in its
+output's metadata (``FIGURE_KEY``; moved to the store's ``texts``)."""
 
 
 def _figure_texts(outputs: list) -> tuple[list, list[list[str]]]:
     outputs, texts = copy.deepcopy(outputs), []
     for out in outputs:
         meta = out.get("metadata", {})
-        if FIGURE_KEY in meta:
-            texts.append(meta.pop(FIGURE_KEY))
+        png = meta.get("image/png") if isinstance(meta.get("image/png"), dict) else {}
+        found = [where.pop(FIGURE_KEY) for where in (meta, png) if FIGURE_KEY in where]
+        if "image/png" in meta and not png:
+            del meta["image/png"]
+        if found:
+            texts.append(found[0])
     return outputs, texts
 
 

@@ -167,7 +167,10 @@ def _ignored(message: polib.POEntry) -> set[str]:
 
 
 def _words(message: polib.POEntry, text: str) -> str:
-    """``text`` without its f-string fields when ``message`` is a string of code (``{device.type}`` is no prose)."""
+    """``text`` without its f-string fields when ``message`` is a string of code (``{device.type}`` is no prose), or
+    its ``{placeholders}`` in a message of the package (``{optimizer}``)."""
+    if "python-brace-format" in message.flags:
+        return _PLACEHOLDER.sub(" ", text)
     if "a string the learner reads" not in message.comment:
         return text
     try:

@@ -14,7 +14,11 @@
   when the cell runs or when reading the code (``display_strings``): the arguments of ``print`` and of the figure's
   text calls (``set_title``, ``xlabel``, ``legend``, ``label=``, ...), the message of ``raise``/``assert``/``warn``,
   the labels of a literal a ``for`` loop walks (``for name, fn in [("plain mean", ...)]``), a string assigned to a
-  name that only shown f-strings use (``where = "every micro-batch" if ... else "at the boundary"``), and docstrings; but
+  name that only shown f-strings use (``where = "every micro-batch" if ... else "at the boundary"``), the strings
+  appended to a list a display call shows, the sentences (two words) of a literal walked by a loop whose variable a
+  display call shows (``for x, y, text, colour in boxes.values(): ax.text(x, y, text)``), a sentence passed to a
+  function whose result is shown
+  (``print(smallest_n_line("the T4 at its usable 14.75 GiB:", ...))``), and docstrings; but
   not a string the cell also writes elsewhere (a key, a value compared: ``if logging == "window sum"``), which is code. The unit
   is the literal's text between its quotes, as written (an f-string's ``{fields}`` and escapes like ``\\n`` are part
   of it and stay as they are); the prefix and quotes are kept. The edition's build puts the translated literal in the
@@ -195,6 +199,8 @@ def _shell_comments(source: str) -> list[tuple[int, int, str]]:
 
 
 _PREFIX = re.compile(r"^([A-Za-z]*)(\"\"\"|\'\'\'|\"|\')")
+_PROSE = re.compile(r"[^\W\d_]{2,}[ :,;]+[^\W\d_]{2,}")
+"""Two words in a row (a blank, colon, comma or semicolon between): a sentence, not an identifier or a key."""
 _SKIPPED_CALLS = frozenset({"format", "join", "str", "repr"})
 """Calls inside a display call whose strings are still shown (``print(", ".join(...))``, ``"{} MiB".format(x)``)."""
 
@@ -249,24 +255,32 @@ def display_strings(source: str) -> list[tuple[int, int, int, int]]:
     def add(node: ast.AST) -> None:
         kept.append(node)
 
-    def shown(node: ast.AST) -> None:
-        """Every string literal of ``node``, but keys (``d["key"]``), comparisons and other calls' arguments."""
-        if isinstance(node, ast.JoinedStr) or (isinstance(node, ast.Constant) and isinstance(node.value, str)):
+    listed: set[str] = set()  # names whose value a display call shows: print("\\n".join(outcomes))
+
+    def shown(node: ast.AST, prose_only: bool = False) -> None:
+        """Every string literal of ``node``, but keys (``d["key"]``) and comparisons; in another call's arguments
+        (``print(smallest_n_line("the T4 at its usable 14.75 GiB:", ...))``) an f-string or a string of two words."""
+        if isinstance(node, ast.JoinedStr):
             add(node)
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            if not prose_only or _PROSE.search(node.value):
+                add(node)
+        elif isinstance(node, ast.Name):
+            listed.add(node.id)
         elif isinstance(node, ast.Subscript):
-            shown(node.value)
+            shown(node.value, prose_only)
         elif isinstance(node, ast.Compare):
             return
         elif isinstance(node, ast.Call):
             name = _name(node.func)
-            if name in _SKIPPED_CALLS or name in DISPLAY_CALLS:
-                if isinstance(node.func, ast.Attribute):
-                    shown(node.func.value)
-                for arg in _texts(node):
-                    shown(arg)
+            shows = name in _SKIPPED_CALLS or name in DISPLAY_CALLS
+            if isinstance(node.func, ast.Attribute):
+                shown(node.func.value, prose_only or not shows)
+            for arg in _texts(node) if shows else node.args:
+                shown(arg, prose_only or not shows)
         else:
             for child in ast.iter_child_nodes(node):
-                shown(child)
+                shown(child, prose_only)
 
     def elements(node: ast.AST) -> None:
         """The labels of a literal a ``for`` loop walks: strings of its tuples, lists and dicts, no call's."""
@@ -302,6 +316,47 @@ def display_strings(source: str) -> list[tuple[int, int, int, int]]:
             shown(node.msg)
         elif isinstance(node, (ast.For, ast.comprehension)) and isinstance(node.iter, (ast.Tuple, ast.List, ast.Dict)):
             elements(node.iter)
+    # a list a display call shows: the strings appended to it (`outcomes.append(f"window {k}: ...")`)
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "append"
+            and isinstance(node.func.value, ast.Name)
+            and node.func.value.id in listed
+            and node.args
+        ):
+            shown(node.args[0])
+    # a loop's variable a display call shows, over a literal (or a name assigned one): the sentences in it
+    # (`for x, y, text, colour in boxes.values(): ax.text(x, y, text)`)
+    assigned = {
+        t.id: n.value
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Assign) and isinstance(n.value, (ast.Dict, ast.List, ast.Tuple))
+        for t in n.targets
+        if isinstance(t, ast.Name)
+    }
+
+    def sentences(node: ast.AST) -> None:
+        if isinstance(node, ast.JoinedStr) or (
+            isinstance(node, ast.Constant) and isinstance(node.value, str) and _PROSE.search(node.value)
+        ):
+            add(node)
+        elif isinstance(node, (ast.Tuple, ast.List, ast.Dict, ast.Set)):
+            for child in ast.iter_child_nodes(node):
+                sentences(child)
+
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.For, ast.comprehension)) and any(
+            isinstance(t, ast.Name) and t.id in listed for t in ast.walk(node.target)
+        ):
+            source = node.iter
+            if isinstance(source, ast.Call) and _name(source.func) in ("values", "items"):
+                source = source.func.value
+            if isinstance(source, ast.Name):
+                source = assigned.get(source.id)
+            if source is not None:
+                sentences(source)
     # a name a shown f-string prints, assigned strings in this cell: `where = "every micro-batch" if ... else "..."`
     printed = {
         v.value.id
@@ -316,7 +371,7 @@ def display_strings(source: str) -> list[tuple[int, int, int, int]]:
     }  # a name the code uses too (`torch.amp.GradScaler(amp_device)`) holds code, not text
     for node in ast.walk(tree):
         if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id in printed for t in node.targets):
-            if isinstance(node.value, (ast.Constant, ast.JoinedStr, ast.IfExp)):
+            if isinstance(node.value, (ast.Constant, ast.JoinedStr, ast.IfExp, ast.BoolOp)):
                 shown(node.value)
     # a string also written elsewhere in the cell is code (a key, a value compared): `if logging == "window sum"`
     shown_nodes = {id(n) for n in kept}
