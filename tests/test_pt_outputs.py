@@ -52,12 +52,16 @@ def _is_source(text: str) -> bool:
 
 
 def _shown(output) -> str:
-    """The text a learner reads in one output: a stream (stdout; stderr is the libraries' logging) that is not a
-    printed function's source, a result's or display's ``text/plain`` (a figure's ``<Figure size ...>`` aside), an
+    """The text a learner reads in one output: a stream (stdout; stderr is the libraries' logging) but a printed
+    function's source at its end, a result's or display's ``text/plain`` (a figure's ``<Figure size ...>`` aside), an
     error's message."""
     if output.get("output_type") == "stream":
         text = output.get("text", "") if output.get("name") == "stdout" else ""
-        return "" if _is_source(text) else text
+        lines = text.splitlines(keepends=True)
+        for start, line in enumerate(lines):  # the printed source ends the output (a heading line may come before)
+            if line.startswith(("def ", "class ", "@")) and _is_source("".join(lines[start:])):
+                return "".join(lines[:start])
+        return text
     if output.get("output_type") == "error":
         return f"{output.get('ename')}: {output.get('evalue')}"
     data = output.get("data", {})
@@ -156,10 +160,11 @@ def test_a_translated_string_prints_what_its_template_makes():
 
 
 def test_a_printed_function_source_is_code_and_a_printed_sentence_is_not():
-    source = "def f(x):\n    raise ValueError(\"a window needs at least one micro-batch, got none\")\n"
+    source = 'def f(x):\n    raise ValueError("a window needs at least one micro-batch, got none")\n'
     assert _shown({"output_type": "stream", "name": "stdout", "text": source}) == ""
     sentence = "the weights moved by up to 0.040 after one update\n"
     assert _shown({"output_type": "stream", "name": "stdout", "text": sentence}) == sentence
+    assert _shown({"output_type": "stream", "name": "stdout", "text": sentence + source}) == sentence
 
 
 def test_the_detector_flags_english_and_not_its_portuguese():
