@@ -40,7 +40,7 @@ from ..foundations.launch import run_torchrun_json
 from ..foundations.models import make_digits_model
 from ..i18n import _
 from .distributed import effective_batch_size, single_process_group
-from .runs import run_jax_worker
+from .runs import case_label, run_jax_worker
 
 __all__ = [
     "MODEL",
@@ -61,18 +61,6 @@ __all__ = [
     "cudagraph_accumulation_check",
     "plot_pipeline_window",
 ]
-
-
-def case_label(name: str) -> str:
-    """A case of ``run_parallel_lesson``'s results (``"root unit, sync at the boundary"``, a key that stays English in
-    code) as the learner reads it: translated in the pt-BR edition (the keys are marked for ``gradacc.po`` in
-    ``gradacc.workers.parallel_stacks``), as it is in English. Shown in lessons/11_parallel.ipynb, sections 4-6.
-
-    Example:
-        >>> case_label("static_graph=True")
-        'static_graph=True'
-    """
-    return _(name)
 
 
 SEQ_LEN = 6

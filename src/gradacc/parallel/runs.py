@@ -52,7 +52,20 @@ __all__ = [
     "run_accelerator_state",
     "run_jax_devices",
     "run_jax_worker",
+    "case_label",
 ]
+
+
+def case_label(name: str) -> str:
+    """A setting's name in a worker's results (``run_checkpoint_lesson``'s ``"no checkpointing"``, lesson 11's
+    ``"root unit, sync at the boundary"``: keys that stay English in code) as the learner reads it: translated in the
+    pt-BR edition (the workers mark their names for ``gradacc.po``), as it is otherwise. Shown in lessons 07 and 11.
+
+    Example:
+        >>> case_label("reentrant, static_graph")
+        'reentrant, static_graph'
+    """
+    return _(name)
 
 
 def _load_result(path: Path) -> dict[str, Any]:
