@@ -144,7 +144,10 @@ def plot_window_weights(
     ax.plot(range(len(right)), right, "_", color="black", ms=22, mew=2, label=right_label)
     for start in range(accum_steps, len(item_counts), accum_steps):
         ax.axvline(start - 0.5, color="0.4", lw=1, ls=":")
-    ticks = [_("{k}\n({n} items)").format(k=k + 1, n=n) for k, n in enumerate(item_counts)]
+    ticks = [
+        (_("{k}\n(1 item)") if n == 1 else _("{k}\n({n} items)")).format(k=k + 1, n=n)
+        for k, n in enumerate(item_counts)
+    ]
     ax.set_xticks(range(len(item_counts)), ticks, fontsize=9)
     ax.set_xlabel(
         _("micro-batch (N = {accum_steps}; dotted: window boundary)").format(accum_steps=accum_steps), fontsize=9
