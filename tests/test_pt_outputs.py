@@ -68,6 +68,12 @@ def _shown(output) -> str:
     return "" if "image/png" in data else data.get("text/plain", "")
 
 
+def _least(text: str) -> int:
+    """English words that make a figure's text English: one in a short label (``peak``, ``measured peak``), two in a
+    line of a longer text (a box of sentences naming ``forward`` or a ``labels`` key)."""
+    return 1 if len(text.split()) <= 3 else 2
+
+
 def _drawn(output) -> bool:
     """A figure matplotlib drew in the cell (a widget's picture, such as the memory explorer's, is the widget's own:
     tests/test_widgets.py checks its texts through the catalog)."""
@@ -98,7 +104,7 @@ def test_no_english_sentence_in_the_stored_outputs(source):
 @pytest.mark.parametrize("source", NOTEBOOKS)
 def test_every_output_is_a_run_of_the_current_pt_code_and_no_figure_draws_english(source):
     """Each code cell's stored outputs are those of ``gradacc translate run`` for its current pt-BR code (comments
-    aside), and no text its figures draw is English (one English word is enough on a figure: labels are short)."""
+    aside), and no text its figures draw is English (``_least``)."""
     nb = nbformat.read(ROOT / edition_path(source), as_version=4)
     store = read_store(ROOT, source)
     stale, english, figures = [], [], 0
@@ -116,7 +122,7 @@ def test_every_output_is_a_run_of_the_current_pt_code_and_no_figure_draws_englis
         assert len(stored["texts"]) == sum(map(_drawn, cell.outputs)), cell.get("id")
         for texts in stored["texts"]:
             figures += 1
-            english += [f"{cell.get('id')}: {t!r}" for t in texts if english_lines(ROOT, t, least=1)]
+            english += [f"{cell.get('id')}: {t!r}" for t in texts if english_lines(ROOT, t, least=_least(t))]
     assert stale == [], f"outputs not from a run of the current pt-BR code: `gradacc translate run {source}`: {stale}"
     assert english == [], "English drawn on a pt-BR figure:\n" + "\n".join(english)
     assert figures == sum(_drawn(o) for c in nb.cells if c.cell_type == "code" for o in c.outputs)
@@ -171,3 +177,40 @@ def test_the_detector_flags_english_and_not_its_portuguese():
     assert english_lines(ROOT, "the weights moved by up to 0.040 after one update")
     assert english_lines(ROOT, "os pesos mudaram até 0.040 depois de uma atualização") == []
     assert english_lines(ROOT, "tensor([1., 2.]) torch.float32 grad_norm 0.77 N = 4") == []
+
+
+def test_the_strings_a_learner_reads_are_units_and_code_is_not():
+    """``units.display_strings``' rules on one cell: what is printed, drawn, raised, appended to a shown list, walked
+    by a shown loop or passed to the call that makes a shown name is a unit; a key, a value compared, an alignment
+    keyword, a name the code uses and a string that reads as code are not (translating them would change the code)."""
+    code = (
+        'def f(x):\n    """Return the thing."""\n    return x\n'
+        'print("peak memory per N", d["peak memory"])\n'
+        'ax.text(0.5, 0.5, "a drawn sentence", ha="right", va="top")\n'
+        'for name, v in [("plain mean", 1), ("window sum", 2)]:\n'
+        '    if name == "window sum":\n        print(f"{name}: {v}")\n'
+        'where = "every micro-batch" if v else "at the boundary"\n'
+        'print(f"clip {where}")\n'
+        'device_name = "cuda" if v else "cpu"\n'
+        'print(f"{device_name}: run"); model.to(device_name)\n'
+        'outcomes = []\noutcomes.append(f"window {v}: refused twice")\nprint("\\n".join(outcomes))\n'
+        'summary = fits(1, "a 32 MiB budget", "raise NotImplementedError()")\nprint(summary["text"])\n'
+        'boxes = {"q0": (0.5, "Did you pass it?", "lightyellow")}\n'
+        "for x, text, colour in boxes.values():\n    ax.annotate(text, (x, x))\n"
+        'raise ValueError(f"accum_steps must be >= 1, got {v}")\n'
+    )
+    units = [s.text for s in code_segments(code, strings=True) if s.kind == "string"]
+    assert units == [
+        "Return the thing.",
+        "peak memory per N",
+        "a drawn sentence",
+        "plain mean",  # not "window sum", compared; not "{name}: {v}", no word of its own
+        "every micro-batch",
+        "at the boundary",
+        "clip {where}",
+        "{device_name}: run",
+        "window {v}: refused twice",
+        "a 32 MiB budget",
+        "Did you pass it?",
+        "accum_steps must be >= 1, got {v}",
+    ]

@@ -17,9 +17,9 @@
   name that only shown f-strings use (``where = "every micro-batch" if ... else "at the boundary"``), the strings
   appended to a list a display call shows, the sentences (two words) of a literal walked by a loop whose variable a
   display call shows (``for x, y, text, colour in boxes.values(): ax.text(x, y, text)``), a sentence passed to a
-  function whose result is shown
-  (``print(smallest_n_line("the T4 at its usable 14.75 GiB:", ...))``), and docstrings; but
-  not a string the cell also writes elsewhere (a key, a value compared: ``if logging == "window sum"``), which is code. The unit
+  function whose result is shown, or assigned to a name a display call shows
+  (``print(smallest_n_line("the T4 at its usable 14.75 GiB:", ...))``), and docstrings; but not a string the cell
+  also writes elsewhere (a key, a value compared: ``if logging == "window sum"``), nor one that reads as code. The unit
   is the literal's text between its quotes, as written (an f-string's ``{fields}`` and escapes like ``\\n`` are part
   of it and stay as they are); the prefix and quotes are kept. The edition's build puts the translated literal in the
   pt-BR code and translates the stored outputs it printed (``edition.LiteralTemplate``).
@@ -30,6 +30,7 @@ Joining the segments of a document gives it back byte for byte; ``join`` with tr
 from __future__ import annotations
 
 import ast
+import functools
 import io
 import re
 import tokenize
@@ -201,6 +202,8 @@ def _shell_comments(source: str) -> list[tuple[int, int, str]]:
 _PREFIX = re.compile(r"^([A-Za-z]*)(\"\"\"|\'\'\'|\"|\')")
 _PROSE = re.compile(r"[^\W\d_]{2,}[ :,;]+[^\W\d_]{2,}")
 """Two words in a row (a blank, colon, comma or semicolon between): a sentence, not an identifier or a key."""
+_CODE_LIKE = re.compile(r"[\w\]]\(|^\s*(raise|return|import|from|def|class|lambda)\b")
+"""A string that is code (``"raise NotImplementedError()"``): never a sentence, wherever it is passed."""
 _SKIPPED_CALLS = frozenset({"format", "join", "str", "repr"})
 """Calls inside a display call whose strings are still shown (``print(", ".join(...))``, ``"{} MiB".format(x)``)."""
 
@@ -245,6 +248,7 @@ def display_strings(source: str) -> list[tuple[int, int, int, int]]:
     except SyntaxError:
         return []
     lines = source.split("\n")
+    nodes = list(ast.walk(tree))  # walked once, read by every rule below
     spans: list[tuple[int, int, int, int]] = []
 
     def char(row: int, col: int) -> int:  # ast's columns count UTF-8 bytes
@@ -263,7 +267,7 @@ def display_strings(source: str) -> list[tuple[int, int, int, int]]:
         if isinstance(node, ast.JoinedStr):
             add(node)
         elif isinstance(node, ast.Constant) and isinstance(node.value, str):
-            if not prose_only or _PROSE.search(node.value):
+            if not prose_only or (_PROSE.search(node.value) and not _CODE_LIKE.search(node.value)):
                 add(node)
         elif isinstance(node, ast.Name):
             listed.add(node.id)
@@ -292,7 +296,7 @@ def display_strings(source: str) -> list[tuple[int, int, int, int]]:
             for child in ast.iter_child_nodes(node):
                 elements(child)
 
-    for node in ast.walk(tree):
+    for node in nodes:
         if isinstance(node, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             first = node.body[0] if node.body else None
             if (
@@ -317,7 +321,7 @@ def display_strings(source: str) -> list[tuple[int, int, int, int]]:
         elif isinstance(node, (ast.For, ast.comprehension)) and isinstance(node.iter, (ast.Tuple, ast.List, ast.Dict)):
             elements(node.iter)
     # a list a display call shows: the strings appended to it (`outcomes.append(f"window {k}: ...")`)
-    for node in ast.walk(tree):
+    for node in nodes:
         if (
             isinstance(node, ast.Call)
             and isinstance(node.func, ast.Attribute)
@@ -331,7 +335,7 @@ def display_strings(source: str) -> list[tuple[int, int, int, int]]:
     # (`for x, y, text, colour in boxes.values(): ax.text(x, y, text)`)
     assigned = {
         t.id: n.value
-        for n in ast.walk(tree)
+        for n in nodes
         if isinstance(n, ast.Assign) and isinstance(n.value, (ast.Dict, ast.List, ast.Tuple))
         for t in n.targets
         if isinstance(t, ast.Name)
@@ -346,7 +350,7 @@ def display_strings(source: str) -> list[tuple[int, int, int, int]]:
             for child in ast.iter_child_nodes(node):
                 sentences(child)
 
-    for node in ast.walk(tree):
+    for node in nodes:
         if isinstance(node, (ast.For, ast.comprehension)) and any(
             isinstance(t, ast.Name) and t.id in listed for t in ast.walk(node.target)
         ):
@@ -357,6 +361,15 @@ def display_strings(source: str) -> list[tuple[int, int, int, int]]:
                 source = assigned.get(source.id)
             if source is not None:
                 sentences(source)
+    # a name a display call shows, made by a call: the sentences passed to it
+    # (`summary = fits_summary(peaks, 1, 32.0, "a 32 MiB budget")`, then `print(summary["text"])`)
+    for node in nodes:
+        if (
+            isinstance(node, ast.Assign)
+            and isinstance(node.value, ast.Call)
+            and any(isinstance(t, ast.Name) and t.id in listed for t in node.targets)
+        ):
+            shown(node.value, prose_only=True)
     # a name a shown f-string prints, assigned strings in this cell: `where = "every micro-batch" if ... else "..."`
     printed = {
         v.value.id
@@ -367,18 +380,16 @@ def display_strings(source: str) -> list[tuple[int, int, int, int]]:
     }
     inside = {id(x) for n in kept if isinstance(n, ast.JoinedStr) for x in ast.walk(n)}
     printed -= {
-        n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and id(n) not in inside
+        n.id for n in nodes if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and id(n) not in inside
     }  # a name the code uses too (`torch.amp.GradScaler(amp_device)`) holds code, not text
-    for node in ast.walk(tree):
+    for node in nodes:
         if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id in printed for t in node.targets):
             if isinstance(node.value, (ast.Constant, ast.JoinedStr, ast.IfExp, ast.BoolOp)):
                 shown(node.value)
     # a string also written elsewhere in the cell is code (a key, a value compared): `if logging == "window sum"`
     shown_nodes = {id(n) for n in kept}
     code_values = {
-        n.value
-        for n in ast.walk(tree)
-        if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in shown_nodes
+        n.value for n in nodes if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in shown_nodes
     }
     for node in kept:
         if not (isinstance(node, ast.Constant) and node.value in code_values):
@@ -473,10 +484,16 @@ def _string_items(source: str, offsets: list[int]) -> list[tuple[int, int, Segme
 def code_segments(source: str, language: str = "python", *, strings: bool = False) -> list[Segment]:
     """The segments of code: the code kept, and its comments as units (``language``: ``python`` or ``shell``);
     ``strings``: also the string literals the learner reads (a code cell's, not a fence's: ``display_strings``).
+    Cached: extraction, the build and the checks cut the same cells.
 
     Raises:
         ValueError: Python code that ``tokenize`` cannot read.
     """
+    return list(_code_segments(source, language, strings))
+
+
+@functools.lru_cache(maxsize=4096)
+def _code_segments(source: str, language: str, strings: bool) -> tuple[Segment, ...]:
     comments = [
         c
         for c in (_python_comments(source) if language == "python" else _shell_comments(source))
@@ -517,7 +534,7 @@ def code_segments(source: str, language: str = "python", *, strings: bool = Fals
         out.append(segment)
         pos = end
     _keep(out, source[pos:])
-    return out
+    return tuple(out)
 
 
 def join(segments: list[Segment], translate=None) -> str:
