@@ -312,6 +312,34 @@ def test_the_core_path_scan_finds_what_it_looks_for():
     assert [p.split(": ")[1] for p in _names_the_core_path_lacks(nb)] == ["model"]
 
 
+# Lesson 11's core path (issue 55, item 11): each way of splitting the work is defined, in plain words, where the
+# lesson first names it, and the overview (section 1) cites no library line (the Trainer's lines moved to section 6).
+L11_FIRST_USES = {
+    r"context[- ]parallel": "context parallelism (ranks that split each sequence)",
+    r"tensor[- ]parallel": "tensor parallelism** (tp): each layer's weight matrices are cut into pieces",
+    r"pipeline parallel": "pipeline parallelism**: the model is cut into stages",
+    r"\bm\b": "m** micro-batches (its argument `n_microbatches`)",
+}
+
+
+def test_lesson_11_defines_each_axis_where_it_first_names_it_and_its_overview_cites_no_line():
+    from cited_lines import ANCHOR, PRIMARY
+
+    from gradacc.course.notebooks import core_path_cells
+
+    nb = nbformat.read(ROOT / "lessons" / "11_parallel.ipynb", as_version=4)
+    core = [c for c in core_path_cells(nb) if c.cell_type == "markdown" and c.get("id") != "gradacc-badges"]
+    text = " ".join(" ".join(c.source.split()) for c in core).lower()
+    for term, definition in L11_FIRST_USES.items():
+        first = re.search(term, text)
+        assert first and text[first.start() : first.start() + len(definition)] == definition, (
+            f"lesson 11 first names {term!r} without defining it: ...{text[max(0, first.start() - 80) : first.start() + 80]}..."
+        )
+    overview = next(c for c in nb.cells if c.get("id") == "l11-s1").source
+    assert not PRIMARY.search(overview) and not ANCHOR.search(overview), "section 1 of lesson 11 cites a source line"
+    assert "`trainer.py:828-829`" in next(c for c in nb.cells if c.get("id") == "l11-static-after").source
+
+
 def test_an_xdist_group_runs_on_one_worker(tmp_path):
     """``make test`` runs ``--dist loadgroup``: the grading module, each solution's answered run
     (tests/test_notebooks.py) and each hidden check's seeds rely on an ``xdist_group`` meeting in ONE worker.

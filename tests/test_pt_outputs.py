@@ -17,8 +17,10 @@ Everything here reads files and runs no notebook: about 3 s of CPU (tests/README
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import io
+import textwrap
 
 import nbformat
 import pytest
@@ -39,11 +41,27 @@ NOTEBOOKS = [s for s in string_sources(ROOT) if s.endswith(".ipynb")]
 EDITION_FILES = [*NOTEBOOKS, *(f"exercises/{s.split('/', 1)[1]}" for s in NOTEBOOKS if s.startswith("solutions/"))]
 
 
+def _is_source(text: str) -> bool:
+    """A printed function's or class's source (lessons 07 and 09 print a function of the package with
+    ``inspect.getsource``): the code itself, which the edition keeps as it is, like any code."""
+    try:
+        tree = ast.parse(textwrap.dedent(text))
+    except SyntaxError:
+        return False
+    return any(isinstance(node, ast.FunctionDef | ast.ClassDef) for node in tree.body)
+
+
 def _shown(output) -> str:
-    """The text a learner reads in one output: a stream (stdout; stderr is the libraries' logging), a result's or
-    display's ``text/plain`` (a figure's ``<Figure size ...>`` aside), an error's message."""
+    """The text a learner reads in one output: a stream (stdout; stderr is the libraries' logging) but a printed
+    function's source at its end, a result's or display's ``text/plain`` (a figure's ``<Figure size ...>`` aside), an
+    error's message."""
     if output.get("output_type") == "stream":
-        return output.get("text", "") if output.get("name") == "stdout" else ""
+        text = output.get("text", "") if output.get("name") == "stdout" else ""
+        lines = text.splitlines(keepends=True)
+        for start, line in enumerate(lines):  # the printed source ends the output (a heading line may come before)
+            if line.startswith(("def ", "class ", "@")) and _is_source("".join(lines[start:])):
+                return "".join(lines[:start])
+        return text
     if output.get("output_type") == "error":
         return f"{output.get('ename')}: {output.get('evalue')}"
     data = output.get("data", {})
@@ -145,6 +163,14 @@ def test_a_translated_string_prints_what_its_template_makes():
     templates = [LiteralTemplate(s.text, portuguese[s.text], s.marker) for s in strings]
     assert translate_with(templates, _printed(english)) == _printed(translated)
     assert "erro absoluto máximo" in _printed(translated) and "média simples" in _printed(translated)
+
+
+def test_a_printed_function_source_is_code_and_a_printed_sentence_is_not():
+    source = 'def f(x):\n    raise ValueError("a window needs at least one micro-batch, got none")\n'
+    assert _shown({"output_type": "stream", "name": "stdout", "text": source}) == ""
+    sentence = "the weights moved by up to 0.040 after one update\n"
+    assert _shown({"output_type": "stream", "name": "stdout", "text": sentence}) == sentence
+    assert _shown({"output_type": "stream", "name": "stdout", "text": sentence + source}) == sentence
 
 
 def test_the_detector_flags_english_and_not_its_portuguese():

@@ -17,6 +17,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import NoReturn
 
+from ..i18n import _
+
 __all__ = [
     "WorkerError",
     "free_port",
@@ -168,7 +170,8 @@ def _wait(proc: subprocess.Popen, timeout: float, label: str | None) -> tuple[st
     from tqdm.auto import tqdm
 
     deadline = time.monotonic() + timeout
-    with tqdm(desc=f"running {label}", bar_format="{desc}: {elapsed}", leave=False) as bar:
+    # TRANSLATORS: a progress line while worker processes run; {what} names them ("torchrun (2 DDP workers)")
+    with tqdm(desc=_("running {what}").format(what=label), bar_format="{desc}: {elapsed}", leave=False) as bar:
         while True:
             try:
                 return proc.communicate(timeout=min(0.5, max(deadline - time.monotonic(), 0.01)))

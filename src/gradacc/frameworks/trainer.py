@@ -38,6 +38,7 @@ from typing import Any
 
 import torch
 
+from ..i18n import _
 from .texttask import (  # re-exported: lesson 05 imports the text task from here too
     FAMILY_NAMES,
     MODULE_FAMILIES,
@@ -324,7 +325,7 @@ def run_trainer_ddp(*, timeout: float = 300.0, progress: bool = False) -> dict[s
         "gradacc.workers.trainer_ddp",
         [],
         nproc_per_node=2,
-        what="torchrun (2 Trainer workers)",
+        what=_("torchrun (2 Trainer workers)"),
         timeout=timeout,
         progress=progress,
     )

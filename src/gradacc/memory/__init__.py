@@ -43,7 +43,7 @@ from .options import (
     make_optimizer,
     optimizer_state_bytes,
 )
-from .parallel import PARALLEL_MODES, predict_parallel
+from .parallel import PARALLEL_MODES, predict_parallel, setting_label
 from .predict import (
     MemoryProfile,
     predict_step,
@@ -96,4 +96,5 @@ __all__ = [
     "predict_timeline",
     "PARALLEL_MODES",
     "predict_parallel",
+    "setting_label",
 ]

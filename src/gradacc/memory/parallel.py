@@ -26,13 +26,34 @@ from dataclasses import replace
 
 from torch import nn
 
+from ..i18n import N_, _
 from .predict import MemoryProfile, predict_step
 from .tracker import MIB, StepMemory
 
-__all__ = ["PARALLEL_MODES", "predict_parallel", "largest_unit_bytes"]
+__all__ = ["PARALLEL_MODES", "SETTING_LABELS", "setting_label", "predict_parallel", "largest_unit_bytes"]
 
 PARALLEL_MODES: tuple[str, ...] = ("none", "DDP", "FSDP, sync each micro-step", "FSDP, sync at the boundary")
 """The data-parallel settings ``predict_parallel`` knows ("none": one process)."""
+SETTING_LABELS: tuple[str, ...] = (
+    N_("FSDP, sync each micro-step"),
+    N_("FSDP, sync at the boundary"),
+    N_("sync each micro-step"),
+    N_("sync at the boundary"),
+)
+"""The names of the data-parallel settings that lesson 09 prints and draws (``PARALLEL_MODES``, and the keys of
+``gradacc.workers.fsdp_accum``'s results), translated in ``gradacc.po``."""
+
+
+def setting_label(name: str) -> str:
+    """How a data-parallel setting's name (a key of ``PARALLEL_MODES`` or of lesson 09's measurements, which stay
+    English in code) reads in the learner's language: ``"FSDP, sync at the boundary"`` -> ``"FSDP, sync na
+    fronteira"`` in the pt-BR edition; any other name (``"DDP"``) as it is.
+
+    Example:
+        >>> setting_label("DDP")
+        'DDP'
+    """
+    return _(name) if name in SETTING_LABELS else name
 
 
 def predict_parallel(

@@ -18,6 +18,7 @@ from . import (
     StepMemory,
     StepTimeline,
 )
+from .parallel import setting_label
 
 __all__ = [
     "COLORS",
@@ -334,16 +335,18 @@ def plot_parallel_peaks(
     ``measured`` as dots joined by a line, ``predicted`` (``gradacc.memory.predict_parallel``) as a dashed line.
     Both map a setting to ``{N: MiB}``; N is drawn on a log2 axis."""
     for mode, color in PARALLEL_COLORS.items():
-        for values, style, label in ((measured, "o-", "measured"), (predicted, "--", "predicted")):
+        for values, style, kind in ((measured, "o-", "measured"), (predicted, "--", "predicted")):
             if mode in values:
                 ns = sorted(values[mode])
+                # TRANSLATORS: a legend entry of lesson 09's figure; {setting} is "DDP" or "FSDP, sync ..."
+                label = _("{setting}, measured").format(setting=setting_label(mode)) if kind == "measured" else None
                 ax.plot(ns, [values[mode][n] for n in ns], style, color=color, lw=1.5, ms=6,
-                        label=f"{mode}, {label}" if label == "measured" else None, alpha=1.0 if label == "measured" else 0.7)  # fmt: skip
+                        label=label, alpha=1.0 if kind == "measured" else 0.7)  # fmt: skip
     ns = sorted({n for values in (measured, predicted) for series in values.values() for n in series})
     ax.set_xscale("log", base=2)
     ax.set_xticks(ns, [str(n) for n in ns])
     ax.set_ylim(0, 1.25 * max(v for values in (measured, predicted) for s in values.values() for v in s.values()))
-    ax.set_xlabel("accumulation steps N (effective batch fixed)", fontsize=9)
-    ax.set_ylabel(f"peak MiB per rank (W = {world_size})", fontsize=9)
-    ax.plot([], [], "--", color="0.4", label="dashed: predicted")
+    ax.set_xlabel(_("accumulation steps N (effective batch fixed)"), fontsize=9)
+    ax.set_ylabel(_("peak MiB per rank (W = {world_size})").format(world_size=world_size), fontsize=9)
+    ax.plot([], [], "--", color="0.4", label=_("dashed: predicted"))
     ax.legend(fontsize=9, loc="lower right", ncol=2)

@@ -38,8 +38,9 @@ from torch import nn
 from ..foundations.data import load_digits_tensors
 from ..foundations.launch import run_torchrun_json
 from ..foundations.models import make_digits_model
+from ..i18n import _
 from .distributed import effective_batch_size, single_process_group
-from .runs import run_jax_worker
+from .runs import case_label, run_jax_worker
 
 __all__ = [
     "MODEL",
@@ -50,6 +51,7 @@ __all__ = [
     "trl_packed_micro_batches",
     "trl_padded_micro_batches",
     "run_parallel_lesson",
+    "case_label",
     "run_jax_sharding",
     "GatedMLP",
     "TOUCH_UNUSED",
@@ -59,6 +61,7 @@ __all__ = [
     "cudagraph_accumulation_check",
     "plot_pipeline_window",
 ]
+
 
 SEQ_LEN = 6
 """Tokens per padded sequence in the token cases of ``run_parallel_lesson`` (each token one digit image)."""
@@ -230,7 +233,7 @@ def run_parallel_lesson(
             f"--windows={windows}",
         ],
         nproc_per_node=2,
-        what="torchrun (2 pipeline / DDP workers)",
+        what=_("torchrun (2 pipeline / DDP workers)"),
         timeout=timeout,
         progress=progress,
     )
@@ -464,16 +467,24 @@ def plot_pipeline_window(ax, *, n_microbatches: int, step_calls: int, world_size
         x = (call + 1) * n_microbatches + 0.3 * call + 0.04
         ax.axvline(x, color="#c44e52", lw=1.5, ls="--")
         last = call == step_calls - 1
-        ax.text(x - 0.1, world_size + 0.05, "÷M, all-reduce" + (", optimizer.step()" if last else ""),
+        ax.text(x - 0.1, world_size + 0.05, _("÷M, all-reduce") + (", optimizer.step()" if last else ""),
                 ha="right", va="bottom", fontsize=9, color="#c44e52")  # fmt: skip
     ax.set_xlim(0, width + 0.3 * step_calls)
     ax.set_ylim(0, world_size + 0.45)
-    ax.set_yticks([r + 0.5 for r in range(world_size)], [f"rank {r}" for r in range(world_size)], fontsize=9)
+    ax.set_yticks(
+        [r + 0.5 for r in range(world_size)], [_("rank {rank}").format(rank=r) for r in range(world_size)], fontsize=9
+    )
     ax.set_xticks([])
-    ax.set_xlabel(f"micro-batches in time order: {step_calls} step() calls of M = {n_microbatches}", fontsize=9)
+    ax.set_xlabel(
+        _("micro-batches in time order: {calls} step() calls of M = {m}").format(calls=step_calls, m=n_microbatches),
+        fontsize=9,
+    )
     total = micro_batch_size * n_microbatches * step_calls * world_size
-    ax.set_title(f"effective batch = {micro_batch_size} x {n_microbatches} x {step_calls} x {world_size} = {total} "
-                 "samples (micro-batch x M x step() calls x dp)", fontsize=9)  # fmt: skip
+    # TRANSLATORS: lesson 11's diagram title: micro-batch size x M x step() calls x data-parallel ranks
+    title = _("effective batch = {b} x {m} x {a} x {dp} = {total} samples (micro-batch x M x step() calls x dp)")
+    ax.set_title(
+        title.format(b=micro_batch_size, m=n_microbatches, a=step_calls, dp=world_size, total=total), fontsize=9
+    )
     for side in ("top", "right"):
         ax.spines[side].set_visible(False)
 

@@ -42,6 +42,7 @@ from ..foundations.launch import (
     run_torchrun_json,
     torchrun_command,
 )
+from ..i18n import _
 from .distributed import effective_batch_size
 
 __all__ = [
@@ -51,7 +52,20 @@ __all__ = [
     "run_accelerator_state",
     "run_jax_devices",
     "run_jax_worker",
+    "case_label",
 ]
+
+
+def case_label(name: str) -> str:
+    """A setting's name in a worker's results (``run_checkpoint_lesson``'s ``"no checkpointing"``, lesson 11's
+    ``"root unit, sync at the boundary"``: keys that stay English in code) as the learner reads it: translated in the
+    pt-BR edition (the workers mark their names for ``gradacc.po``), as it is otherwise. Shown in lessons 07 and 11.
+
+    Example:
+        >>> case_label("reentrant, static_graph")
+        'reentrant, static_graph'
+    """
+    return _(name)
 
 
 def _load_result(path: Path) -> dict[str, Any]:
@@ -117,7 +131,7 @@ def run_ddp_lesson(
             cmd,
             timeout=timeout,
             env=_worker_env(world_size),
-            what=f"torchrun ({world_size} DDP workers)",
+            what=_("torchrun ({world_size} DDP workers)").format(world_size=world_size),
             progress=progress,
         )
         result = _load_result(out)
@@ -149,7 +163,7 @@ def run_checkpoint_lesson(
         "gradacc.workers.ddp_checkpoint",
         [f"--accum-steps={accum_steps}", f"--micro-batch-size={micro_batch_size}"],
         nproc_per_node=2,
-        what="torchrun (2 checkpointing workers)",
+        what=_("torchrun (2 checkpointing workers)"),
         timeout=timeout,
         progress=progress,
     )
@@ -218,7 +232,7 @@ def run_accelerate_lesson(
             cmd,
             timeout=timeout,
             env=_worker_env(num_processes),
-            what=f"accelerate launch ({num_processes} processes)",
+            what=_("accelerate launch ({num_processes} processes)").format(num_processes=num_processes),
             progress=progress,
         )
         if not out.exists():
@@ -253,7 +267,7 @@ def run_accelerator_state(
             cmd,
             timeout=timeout,
             env=_worker_env(num_processes),
-            what=f"accelerate launch ({num_processes} processes)",
+            what=_("accelerate launch ({num_processes} processes)").format(num_processes=num_processes),
             progress=progress,
         )
         paths = [out.with_name(f"state.{rank}.json") for rank in range(num_processes)]
@@ -319,7 +333,13 @@ def run_jax_worker(
         out = Path(tmp) / "result.json"
         cmd = [sys.executable, "-m", module, f"--out={out}", f"--devices={devices}", *module_args]
         start = time.perf_counter()
-        run_processes(cmd, timeout=timeout, env=env, what=f"the JAX worker ({devices} CPU devices)", progress=progress)
+        run_processes(
+            cmd,
+            timeout=timeout,
+            env=env,
+            what=_("the JAX worker ({devices} CPU devices)").format(devices=devices),
+            progress=progress,
+        )
         if not out.exists():
             raise WorkerError(f"the JAX worker exited without writing {out}", cmd, 0, "", "")
         result = json.loads(out.read_text(encoding="utf-8"))

@@ -15,6 +15,7 @@ from typing import Any
 
 from ..foundations.data import check_accum_steps
 from ..foundations.launch import run_torchrun_json
+from ..i18n import _
 
 __all__ = ["run_fsdp_window"]
 
@@ -69,7 +70,9 @@ def run_fsdp_window(
             f"--effective-batch-size={effective_batch_size}",
         ],  # fmt: skip
         nproc_per_node=world_size,
-        what=f"torchrun ({world_size} FSDP2 worker{'s' if world_size > 1 else ''})",
+        what=(_("torchrun ({world_size} FSDP2 workers)") if world_size > 1 else _("torchrun (1 FSDP2 worker)")).format(
+            world_size=world_size
+        ),
         timeout=timeout,
         progress=progress,
     )

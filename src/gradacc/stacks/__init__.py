@@ -36,6 +36,7 @@ from torch import nn
 
 from ..foundations.accumulation import train_accumulated
 from ..foundations.data import check_accum_steps
+from ..i18n import _
 
 __all__ = [
     "check_item_counts",
@@ -146,11 +147,18 @@ def plot_window_weights(
     for i, (stack, values) in enumerate(weights.items()):
         xs = [k - 0.4 + width * (i + 0.5) for k in range(len(values))]
         ax.bar(xs, values, width=width, color=palette[i % len(palette)], label=stack)
-    ax.plot(range(len(right)), right, "_", color="black", ms=22, mew=2, label="right: its items / window's items")
+    right_label = _("right: its items / window's items")
+    ax.plot(range(len(right)), right, "_", color="black", ms=22, mew=2, label=right_label)
     for start in range(accum_steps, len(item_counts), accum_steps):
         ax.axvline(start - 0.5, color="0.4", lw=1, ls=":")
-    ax.set_xticks(range(len(item_counts)), [f"{k + 1}\n({n} items)" for k, n in enumerate(item_counts)], fontsize=9)
-    ax.set_xlabel(f"micro-batch (N = {accum_steps}; dotted: window boundary)", fontsize=9)
-    ax.set_ylabel("weight in its update", fontsize=9)
+    ticks = [
+        (_("{k}\n(1 item)") if n == 1 else _("{k}\n({n} items)")).format(k=k + 1, n=n)
+        for k, n in enumerate(item_counts)
+    ]
+    ax.set_xticks(range(len(item_counts)), ticks, fontsize=9)
+    ax.set_xlabel(
+        _("micro-batch (N = {accum_steps}; dotted: window boundary)").format(accum_steps=accum_steps), fontsize=9
+    )
+    ax.set_ylabel(_("weight in its update"), fontsize=9)
     ax.set_ylim(0, 1.15 * max(max(right), *(max(v) for v in weights.values())))
     ax.legend(fontsize=9, loc="upper left", ncol=2)

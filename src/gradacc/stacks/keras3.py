@@ -26,6 +26,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from ..i18n import _
 from . import check_item_counts, probe_batches
 
 __all__ = [
@@ -206,8 +207,10 @@ def window_sample_weights(item_counts: Sequence[int], accum_steps: int) -> list[
     counts = check_item_counts(item_counts)
     if len(counts) % accum_steps:
         raise ValueError(
-            f"{len(counts)} micro-batches do not fill windows of {accum_steps}: Keras never applies the short last "
-            "window (drop it, or make the number of batches a multiple of gradient_accumulation_steps)"
+            _(
+                "{count} micro-batches do not fill windows of {accum_steps}: Keras never applies the short last window "
+                "(drop it, or make the number of batches a multiple of gradient_accumulation_steps)"
+            ).format(count=len(counts), accum_steps=accum_steps)
         )
     weights = []
     for start in range(0, len(counts), accum_steps):

@@ -185,6 +185,7 @@ def run_trainer_on_ranks(*, world_size: int = 2, timeout: float = 300.0) -> dict
         WorkerError: a worker failed or the run timed out.
     """
     from ..foundations.launch import run_torchrun_json
+    from ..i18n import _
 
     if world_size < 1:
         raise ValueError(f"world_size must be >= 1, got {world_size}")
@@ -192,7 +193,9 @@ def run_trainer_on_ranks(*, world_size: int = 2, timeout: float = 300.0) -> dict
         "gradacc.workers.moe_trainer",
         [],
         nproc_per_node=world_size,
-        what=f"torchrun ({world_size} Trainer worker{'s' if world_size > 1 else ''})",
+        what=(
+            _("torchrun ({world_size} Trainer workers)") if world_size > 1 else _("torchrun (1 Trainer worker)")
+        ).format(world_size=world_size),
         timeout=timeout,
     )
 

@@ -28,11 +28,12 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.utils.checkpoint import checkpoint
 
 from ..foundations.data import check_accum_steps, load_digits_tensors
+from ..i18n import N_
 
 __all__ = ["SETTINGS", "SharedBlockMLP", "build_parser", "main"]
 
 SETTINGS: dict[str, dict[str, Any]] = {
-    "no checkpointing": {"checkpointing": False, "use_reentrant": False, "find_unused_parameters": False},
+    N_("no checkpointing"): {"checkpointing": False, "use_reentrant": False, "find_unused_parameters": False},
     "reentrant": {"checkpointing": True, "use_reentrant": True, "find_unused_parameters": False},
     "reentrant, find_unused_parameters": {"checkpointing": True, "use_reentrant": True, "find_unused_parameters": True},
     "reentrant, static_graph": {

@@ -57,6 +57,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 
 from ..foundations.data import load_digits_tensors
 from ..foundations.models import make_digits_model
+from ..i18n import N_
 from ..parallel.distributed import AllReduceCounter
 from ..parallel.parallel_stacks import (
     MODEL,
@@ -84,20 +85,20 @@ SHORT_LAST = 30
 """Digits in the short last window of the pipeline's ``short`` cases (out of ``M x micro_batch_size`` rows)."""
 
 PIPELINE_CASES: dict[str, dict[str, Any]] = {
-    "scale_grads=True (the default), mean loss": {"scale_grads": True, "loss": "mean", "steps": 1},
-    "scale_grads=False, mean loss": {"scale_grads": False, "loss": "mean", "steps": 1},
-    "scale_grads=True, mean loss / M (divided twice)": {"scale_grads": True, "loss": "mean/M", "steps": 1},
-    "1F1B, scale_grads=True, mean loss": {"scale_grads": True, "loss": "mean", "steps": 1, "schedule": "1F1B"},
-    "2 step() calls, scale_grads=True": {"scale_grads": True, "loss": "mean", "steps": 2},
-    "2 step() calls, scale_grads=False, sum / items": {"scale_grads": False, "loss": "sum/items", "steps": 2},
-    "padded tokens, scale_grads=True, mean loss": {"scale_grads": True, "loss": "mean", "steps": 1, "tokens": True},
-    "padded tokens, scale_grads=False, sum / items": {
+    N_("scale_grads=True (the default), mean loss"): {"scale_grads": True, "loss": "mean", "steps": 1},
+    N_("scale_grads=False, mean loss"): {"scale_grads": False, "loss": "mean", "steps": 1},
+    N_("scale_grads=True, mean loss / M (divided twice)"): {"scale_grads": True, "loss": "mean/M", "steps": 1},
+    N_("1F1B, scale_grads=True, mean loss"): {"scale_grads": True, "loss": "mean", "steps": 1, "schedule": "1F1B"},
+    N_("2 step() calls, scale_grads=True"): {"scale_grads": True, "loss": "mean", "steps": 2},
+    N_("2 step() calls, scale_grads=False, sum / items"): {"scale_grads": False, "loss": "sum/items", "steps": 2},
+    N_("padded tokens, scale_grads=True, mean loss"): {"scale_grads": True, "loss": "mean", "steps": 1, "tokens": True},
+    N_("padded tokens, scale_grads=False, sum / items"): {
         "scale_grads": False, "loss": "sum/items", "steps": 1, "tokens": True,
     },
-    "short last window, padded rows, scale_grads=True, mean loss": {
+    N_("short last window, padded rows, scale_grads=True, mean loss"): {
         "scale_grads": True, "loss": "mean", "steps": 1, "short": SHORT_LAST,
     },
-    "short last window, padded rows, scale_grads=False, sum / items": {
+    N_("short last window, padded rows, scale_grads=False, sum / items"): {
         "scale_grads": False, "loss": "sum/items", "steps": 1, "short": SHORT_LAST,
     },
 }  # fmt: skip
@@ -109,13 +110,13 @@ window of ``short`` digits padded to the full ``step()`` batch with rows of zero
 shapes of their first ``step()``)."""
 
 DP_CASES: dict[str, dict[str, Any]] = {
-    "1 step() of M micro-batches": {"steps": 1, "mult": 1},
-    "2 step() calls of M": {"steps": 2, "mult": 1},
-    "2 step() calls of M, the first inside ddp.no_sync()": {"steps": 2, "mult": 1, "no_sync_first": True},
-    "1 step() of 2M micro-batches": {"steps": 1, "mult": 2},
-    "padded tokens, sum / each rank's own count": {"steps": 1, "mult": 1, "tokens": True, "count": "local"},
-    "padded tokens, sum x W / the all-reduced count": {"steps": 1, "mult": 1, "tokens": True},
-    "shapes inferred at run time, 2 windows of 1 step()": {"steps": 1, "mult": 1, "infer_shapes": True},
+    N_("1 step() of M micro-batches"): {"steps": 1, "mult": 1},
+    N_("2 step() calls of M"): {"steps": 2, "mult": 1},
+    N_("2 step() calls of M, the first inside ddp.no_sync()"): {"steps": 2, "mult": 1, "no_sync_first": True},
+    N_("1 step() of 2M micro-batches"): {"steps": 1, "mult": 2},
+    N_("padded tokens, sum / each rank's own count"): {"steps": 1, "mult": 1, "tokens": True, "count": "local"},
+    N_("padded tokens, sum x W / the all-reduced count"): {"steps": 1, "mult": 1, "tokens": True},
+    N_("shapes inferred at run time, 2 windows of 1 step()"): {"steps": 1, "mult": 1, "infer_shapes": True},
 }
 """Data-parallel settings: ``steps`` ``step()`` calls of ``mult x M`` micro-batches per optimizer step, with
 ``scale_grads=False`` and the general recipe: each micro-batch's summed loss times W (DDP averages the ranks) divided
@@ -128,10 +129,10 @@ CP_LENGTHS = (10, 8)
 ``2 x SEQ_LEN``: each rank holds ``SEQ_LEN`` positions of every sequence."""
 
 CP_CASES: dict[str, str] = {
-    "each rank's mean over its own tokens": "local mean",
-    "counted before the split, summed as if data-parallel": "before split",
-    "counted before the split, summed, / cp (Trainer)": "before split / cp",
-    "counted after the split, summed": "after split",
+    N_("each rank's mean over its own tokens"): "local mean",
+    N_("counted before the split, summed as if data-parallel"): "before split",
+    N_("counted before the split, summed, / cp (Trainer)"): "before split / cp",
+    N_("counted after the split, summed"): "after split",
 }
 """How the context-parallel ranks count the window's tokens: each its own mean (``loss / micro-steps``), or a summed
 loss times W divided by a count all-reduced over the ranks, taken on the whole sequences (as if the ranks held
@@ -139,15 +140,15 @@ different samples), that count divided by the context-parallel size (``transform
 ``num_items_in_batch / (tp x cp x sp)``), or taken on each rank's own half."""
 
 FSDP_CASES: dict[str, dict[str, Any]] = {
-    "root unit, sync at the boundary": {},
-    "root unit, sync each micro-step (FSDP2's default)": {"sync_each": True},
-    "root unit, boundary, 0 x sum(extra's parameters)": {"touch_unused": "parameters"},
-    "root unit, boundary, 0 x extra's output": {"touch_unused": "output"},
-    "own unit, sync at the boundary": {"extra_unit": True},
-    "own unit, sync each micro-step (FSDP2's default)": {"extra_unit": True, "sync_each": True},
-    "own unit, boundary, 0 x sum(extra's parameters)": {"extra_unit": True, "touch_unused": "parameters"},
-    "own unit, boundary, 0 x extra's output": {"extra_unit": True, "touch_unused": "output"},
-    "own unit, boundary, extra used on micro-step 0 only": {"extra_unit": True, "extra_on": [0]},
+    N_("root unit, sync at the boundary"): {},
+    N_("root unit, sync each micro-step (FSDP2's default)"): {"sync_each": True},
+    N_("root unit, boundary, 0 x sum(extra's parameters)"): {"touch_unused": "parameters"},
+    N_("root unit, boundary, 0 x extra's output"): {"touch_unused": "output"},
+    N_("own unit, sync at the boundary"): {"extra_unit": True},
+    N_("own unit, sync each micro-step (FSDP2's default)"): {"extra_unit": True, "sync_each": True},
+    N_("own unit, boundary, 0 x sum(extra's parameters)"): {"extra_unit": True, "touch_unused": "parameters"},
+    N_("own unit, boundary, 0 x extra's output"): {"extra_unit": True, "touch_unused": "output"},
+    N_("own unit, boundary, extra used on micro-step 0 only"): {"extra_unit": True, "extra_on": [0]},
 }
 """``fsdp_bf16_window`` settings: ``extra`` in the root FSDP unit or in its own (``extra_unit``), synced on every
 micro-step or at the boundary, the two ways to give it a gradient on the micro-steps that do not use it, and the
@@ -430,9 +431,9 @@ def main(argv: list[str] | None = None) -> int:
         fsdp = _fsdp(micro)
         static_graph = {}
         for name, static, first in (
-            ("static_graph=False", False, False),
-            ("static_graph=True", True, False),
-            ("static_graph=True, first micro-step synced", True, True),
+            (N_("static_graph=False"), False, False),
+            (N_("static_graph=True"), True, False),
+            (N_("static_graph=True, first micro-step synced"), True, True),
         ):
             static_graph[name] = _static_graph(static, first, x, y, args.accum_steps, micro, args.windows)
             dist.barrier()
