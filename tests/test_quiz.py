@@ -316,6 +316,16 @@ def _10_keras_short():
         value("10", "keras-short", "library-short-window"),
         value("10", "keras-short"),
     ]
+    _10_keras_carries_over()
+
+
+def _10_keras_carries_over():
+    """The explanation's "applied with the next epoch's first micro-batches": Keras itself, run by the lesson (its
+    asserts hold it; tests/test_notebooks.py re-runs it), leaves the short window in its accumulators at an epoch's
+    end and completes it in the next epoch."""
+    text = out("10", "l10-keras-short")
+    assert re.search(r"1 epoch: 1 update from 6 batches, 0\.\d+ of gradient norm left in the accumulators", text)
+    assert "2 epochs: 3 updates from 12 batches" in text and "the second window takes 2 batches of each epoch" in text
 
 
 def _10_three_questions():
