@@ -1,8 +1,8 @@
 """The "Check your understanding" questions (``gradacc.course.quiz``, issue 53 part 3): the answer key is tested.
 
 * every question has one right option and wrong options that each name a catalogued misconception, whose section
-  heading is in the lesson it names; lessons 01-11 ask 3-5 questions (lesson 02 six: its optional mixed-precision section adds
-  one), lesson 00 (the setup) none;
+  heading is in the lesson it names; lessons 01-11 ask 3-5 questions (lesson 02 six: its optional mixed-precision
+  section adds one), lesson 00 (the setup) none;
 * every number a question or an explanation states agrees with what the lesson computes: its stored outputs (the
   lessons' own asserts hold them; tests/test_notebooks.py re-runs every lesson), and the rules behind the right
   answers hold beyond the lesson's case (``test_the_right_answers_hold_in_general``);

@@ -36,8 +36,8 @@ DIVIDED_TWICE = Misconception(
     name=N_("dividing twice"),
     why=N_(
         "A loss already divided by the number of items in the window is divided again by the number of "
-        "micro-batches, so the gradient is N times too small (with SGD the update too; Adam hides a constant factor, but "
-        "not a clipping threshold or unequal weights). Find what divides already, and divide once."
+        "micro-batches, so the gradient is N times too small (with SGD the update too; Adam hides a constant "
+        "factor, but not a clipping threshold or unequal weights). Find what divides already, and divide once."
     ),
     lesson="lessons/01_theory.ipynb",
     section=N_("4. Mean or sum: what each reduction needs"),

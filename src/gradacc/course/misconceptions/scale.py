@@ -49,8 +49,8 @@ BIASED_RUNNING_VAR = Misconception(
     name=N_("BatchNorm's running variance updated with the biased variance"),
     why=N_(
         "PyTorch's BatchNorm normalises a batch with its biased variance (divided by n), but it updates "
-        "running_var with the unbiased one (divided by n - 1; Keras 3 uses the biased one for both). The biased one makes running_var too small, the more so the smaller the "
-        "micro-batch."
+        "running_var with the unbiased one (divided by n - 1; Keras 3 uses the biased one for both). The biased "
+        "one makes running_var too small, the more so the smaller the micro-batch."
     ),
     lesson="lessons/08_pitfalls.ipynb",
     section=N_("1. BatchNorm"),
