@@ -211,8 +211,8 @@ REDUCE_SCATTERS_ONLY = Misconception(
         "Syncing at the window boundary cuts the reduce-scatters from N to 1 per optimizer step, but FSDP still "
         "all-gathers the parameters in every micro-step's forward pass, and again in its backward pass where it "
         "reshards after the forward (the default). With the default resharding the traffic falls, but never "
-        "N-fold; `set_reshard_after_backward(False)` also saves the all-gathers between micro-steps, at the cost of "
-        "the unsharded parameters' memory."
+        "N-fold; `set_reshard_after_backward(False)` also saves the all-gathers of each next forward pass, at the "
+        "cost of the unsharded parameters' memory."
     ),
     lesson="lessons/09_at_scale.ipynb",
     section=N_("2. Two ranks: what the sync setting changes"),

@@ -314,7 +314,10 @@ LESSON_05 = [
             "Here every window's loss, and so its gradient, is 4 times too large. With AdamW, Trainer's default, "
             "instead of the probe's plain SGD, what is still off?"
         ),
-        N_("The logged loss, `grad_norm` and clipping's threshold; the update itself hardly changes"),
+        N_(
+            "The logged loss, `grad_norm` and what clipping compares with its threshold; without clipping, the update "
+            "itself hardly changes"
+        ),
         N_(
             "Adam divides each gradient by its own running scale, so a factor shared by every step cancels up to "
             "epsilon; anything that reads the raw gradient or loss still sees 4x, and a factor that differs between "

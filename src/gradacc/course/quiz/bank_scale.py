@@ -174,7 +174,7 @@ LESSON_09 = [
         N_(
             "The parameters are still all-gathered in every micro-step (40 all-gathers either way in the lesson), so "
             "with the default resharding the traffic falls, but never N-fold; `set_reshard_after_backward(False)` "
-            "also saves all-gathers, at the cost of memory."
+            "also saves the next forward's all-gathers, at the cost of memory."
         ),
         (N_("N - 1 of every N collectives: N times less traffic"), "reduce-scatters-only"),
     ),
