@@ -1,7 +1,8 @@
 """The "Check your understanding" questions (``gradacc.course.quiz``, issue 53 part 3): the answer key is tested.
 
 * every question has one right option and wrong options that each name a catalogued misconception, whose section
-  heading is in the lesson it names; lessons 01-11 ask 3-5 questions, lesson 00 (the setup) none;
+  heading is in the lesson it names; lessons 01-11 ask 3-5 questions (lesson 02 six: its optional mixed-precision
+  section adds one), lesson 00 (the setup) none;
 * every number a question or an explanation states agrees with what the lesson computes: its stored outputs (the
   lessons' own asserts hold them; tests/test_notebooks.py re-runs every lesson), and the rules behind the right
   answers hold beyond the lesson's case (``test_the_right_answers_hold_in_general``);
@@ -58,7 +59,9 @@ def value(lesson: str, key: str, misconception: str | None = None) -> float:
 def test_every_lesson_but_the_setup_asks_three_to_five_questions():
     counts = {lesson: len(questions(lesson)) for lesson in LESSONS if lesson != "00"}
     print("questions per lesson:", counts, "in all", sum(counts.values()))
-    assert set(counts) == {f"{n:02d}" for n in range(1, 12)} and all(3 <= n <= 5 for n in counts.values()), counts
+    assert set(counts) == {f"{n:02d}" for n in range(1, 12)} and all(
+        3 <= n <= (6 if lesson == "02" else 5) for lesson, n in counts.items()
+    ), counts
     with pytest.raises(KeyError, match="has no questions"):
         questions("00")
     assert len(QUESTIONS) == len(all_questions())  # ids unique within a lesson
@@ -154,6 +157,13 @@ def _02_clipping():
     )
 
 
+def _02_grad_scaler():
+    assert "a second unscale_ in the same window: refused" in out("02", "pytorch-29")
+    text = out("02", "pytorch-29-overflow")
+    assert "scheduler stepped always: scale 65536 -> 32768, update skipped True" in text and "lr now 0.450" in text
+    assert "scheduler stepped only if the optimizer stepped: scale 65536 -> 32768" in text and "lr now 0.500" in text
+
+
 def _memory_table() -> dict[int, dict[str, float]]:
     lines = [line.split() for line in out("03", "memory-10").splitlines() if re.match(r"^\s*\d+\s+\d+\s", line)]
     names = ("N", "micro", "params", "grads", "opt", "acts", "temps", "other", "peak", "saved")
@@ -210,6 +220,13 @@ def _05_right_fix():
 def _05_one_token():
     assert "label tokens per micro-batch: [3, 9, 1, 15]" in out("05", "trainer-31")
     assert num("05", "trainer-36", r"the 1-token sequence counts (\d+)x too much") == value("05", "one-token")
+
+
+def _05_adam_hides():
+    assert "the logged training loss is N = 4 times too large" in out("05", "trainer-16")
+    assert num("05", "trainer-19", r"grad_norm ratio\s+(\S+)") == 4
+    (md,) = [c.source for c in _notebook("05").cells if c.get("id") == "trainer-20"]
+    assert "With Adam a 4x gradient would give an update" in md and "clipping" in md
 
 
 def _06_apply_every():
@@ -299,6 +316,16 @@ def _10_keras_short():
         value("10", "keras-short", "library-short-window"),
         value("10", "keras-short"),
     ]
+    _10_keras_carries_over()
+
+
+def _10_keras_carries_over():
+    """The explanation's "applied with the next epoch's first micro-batches": Keras itself, run by the lesson (its
+    asserts hold it; tests/test_notebooks.py re-runs it), leaves the short window in its accumulators at an epoch's
+    end and completes it in the next epoch."""
+    text = out("10", "l10-keras-short")
+    assert re.search(r"1 epoch: 1 update from 6 batches, 0\.\d+ of gradient norm left in the accumulators", text)
+    assert "2 epochs: 3 updates from 12 batches" in text and "the second window takes 2 batches of each epoch" in text
 
 
 def _10_three_questions():
@@ -362,6 +389,60 @@ def test_the_right_answers_hold_in_general():
     # FSDP at the boundary keeps P where the default keeps P / W: the extra is (W - 1) / W x P
     for world in (2, 4, 8):
         assert math.isclose(1 - 1 / world, (world - 1) / world)
+
+
+def test_the_libraries_behave_as_the_explanations_say():
+    """What the quiz's explanations say beyond one case, run on the pinned libraries themselves (under 1 s of CPU):
+    Adam hides a factor shared by every step but not one that varies (SGD shows both); Accelerate's prepared
+    scheduler advances only on a synchronizing step, num_processes times unless split_batches=True."""
+    import torch
+
+    def updates(optimizer_class, factors, **kwargs):
+        torch.manual_seed(0)
+        weight = torch.nn.Parameter(torch.zeros(5))
+        optimizer = optimizer_class([weight], lr=0.1, **kwargs)
+        moves, grads = [], torch.randn(len(factors), 5)
+        for grad, factor in zip(grads, factors, strict=True):
+            before = weight.detach().clone()
+            weight.grad = grad * factor
+            optimizer.step()
+            moves.append(float((weight.detach() - before).norm()))
+        return moves
+
+    right = updates(torch.optim.AdamW, [1, 1, 1, 1])
+    constant = [a / b for a, b in zip(updates(torch.optim.AdamW, [4, 4, 4, 4]), right, strict=True)]
+    varying = [a / b for a, b in zip(updates(torch.optim.AdamW, [1, 1, 1, 0.5]), right, strict=True)]
+    sgd = [
+        a / b for a, b in zip(updates(torch.optim.SGD, [4, 4, 4, 4]), updates(torch.optim.SGD, [1] * 4), strict=True)
+    ]
+    assert all(math.isclose(r, 1, rel_tol=1e-5) for r in constant), constant  # hidden, up to epsilon
+    assert varying[-1] < 0.99, varying  # a short last window at 0.5: Adam's update still too small
+    assert all(math.isclose(r, 4, rel_tol=1e-6) for r in sgd), sgd
+
+    from types import SimpleNamespace
+
+    import accelerate.scheduler
+
+    for processes, split_batches, expected in ((1, False, 1), (2, False, 2), (2, True, 1)):
+        weight = torch.nn.Parameter(torch.zeros(1))
+        optimizer = torch.optim.SGD([weight], lr=1.0)
+        scheduler = accelerate.scheduler.AcceleratedScheduler(
+            torch.optim.lr_scheduler.LinearLR(optimizer, 1.0, 0.1, total_iters=10),
+            [SimpleNamespace(step_was_skipped=False)],
+            split_batches=split_batches,
+        )
+        state = SimpleNamespace(num_processes=processes)
+        original = accelerate.scheduler.AcceleratorState
+        accelerate.scheduler.AcceleratorState = lambda state=state: state
+        try:
+            for sync in (False, False, False, True):  # one window of N = 4 micro-steps, step() on each
+                scheduler.gradient_state = SimpleNamespace(sync_gradients=sync, adjust_scheduler=False)
+                if sync:
+                    optimizer.step()
+                scheduler.step()
+        finally:
+            accelerate.scheduler.AcceleratorState = original
+        assert scheduler.scheduler.last_epoch == expected, (processes, split_batches)
 
 
 def _quiz_cells(lesson: str, edition: str = "") -> list[nbformat.NotebookNode]:

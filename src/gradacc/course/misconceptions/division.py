@@ -36,7 +36,8 @@ DIVIDED_TWICE = Misconception(
     name=N_("dividing twice"),
     why=N_(
         "A loss already divided by the number of items in the window is divided again by the number of "
-        "micro-batches, so every update is N times too small. Find what divides already, and divide once."
+        "micro-batches, so the gradient is N times too small (with SGD the update too; Adam hides a constant "
+        "factor, but not a clipping threshold or unequal weights). Find what divides already, and divide once."
     ),
     lesson="lessons/01_theory.ipynb",
     section=N_("4. Mean or sum: what each reduction needs"),
@@ -47,9 +48,10 @@ PADDING_COUNTED = Misconception(
     id="padding-counted",
     name=N_("padding counted as items"),
     why=N_(
-        "Padding positions (label -100) add nothing to the loss, but counting them makes the divisor too large, "
-        "and a micro-batch with more padding then weighs too little. Count only the real items: the labels that "
-        "are not -100."
+        "Padding positions (label -100) add nothing to the loss, but counting them makes the divisor too large, so "
+        "every update is too small; where each micro-batch is divided by its own padded length, a micro-batch with "
+        "more padding also weighs too little. Count only the real items: the labels that are not -100 (the "
+        "predicted ones, after the shift, for a causal LM)."
     ),
     lesson="lessons/01_theory.ipynb",
     section=N_("5. Padding tokens"),

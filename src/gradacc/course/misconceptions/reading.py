@@ -23,9 +23,9 @@ PEAK_DIVIDED_BY_N = Misconception(
     id="peak-divided-by-n",
     name=N_("N taken to divide the whole peak"),
     why=N_(
-        "Accumulation shrinks only what one micro-batch holds, its activations and temporaries; the parameters, "
-        "the gradient buffer and the optimizer state stay the same size for every N. The peak therefore never "
-        "falls below parameters + gradients + optimizer state."
+        "Accumulation shrinks only what one micro-batch holds, its activations and temporaries; the parameters and "
+        "the optimizer state stay the same size for every N, and the gradient buffer is alive at the peak for "
+        "every N >= 2. The peak therefore never falls below parameters + gradients + optimizer state."
     ),
     lesson="lessons/03_memory.ipynb",
     section=N_("2. Memory against N: activations shrink as 1/N"),
@@ -50,8 +50,9 @@ LIBRARY_SIZES_SHORT_WINDOW = Misconception(
     name=N_("the library taken to divide a short last window by its real size"),
     why=N_(
         "Accelerate's `accelerator.backward()` and Lightning divide every micro-batch's loss by N, the last window "
-        "too, so a short window of k micro-batches gets k / N of a full update. Divide the summed loss by the "
-        "window's real number of items yourself, or keep every window full."
+        "too, so a short window of k micro-batches gets k / N of the window's gradient (with SGD, of its update). "
+        "Divide the summed loss by the window's real number of items and multiply by N to undo the library's "
+        "division, or keep every window full."
     ),
     lesson="lessons/04_accelerate.ipynb",
     section=N_("4. The last incomplete window"),
@@ -97,19 +98,6 @@ LOOP_COMPILED_ONCE = Misconception(
     cell="jax-11",
 )
 
-WORLD_SIZE_FORGOTTEN = Misconception(
-    id="world-size-forgotten",
-    name=N_("the ranks left out of the effective batch"),
-    why=N_(
-        "Each data-parallel rank runs its own micro-batches and DDP averages the ranks' gradients, so one "
-        "optimizer step sees `micro_batch_size` x `accum_steps` samples on every rank. The effective batch size is "
-        "`micro_batch_size` x `accum_steps` x `world_size`."
-    ),
-    lesson="lessons/07_distributed.ipynb",
-    section=N_("1. Two processes, one optimizer step"),
-    cell="l07-s1",
-)
-
 ACCUM_STEPS_FORGOTTEN = Misconception(
     id="accum-steps-forgotten",
     name=N_("the micro-steps left out of the effective batch"),
@@ -127,8 +115,9 @@ SYNC_EVERY_MICRO_STEP = Misconception(
     id="sync-every-micro-step",
     name=N_("DDP left to all-reduce on every micro-step"),
     why=N_(
-        "Without `no_sync()` DDP all-reduces the gradients in every `backward()`, N times per window, though only the "
-        "window's sum is needed. The weights come out the same, but N - 1 of the N all-reduces are wasted."
+        "Without `no_sync()` every `backward()` synchronizes (DDP all-reduces the gradients, bucket by bucket), N "
+        "times per window, though only the window's sum is needed. The weights come out the same, but N - 1 of "
+        "the N synchronizations are wasted."
     ),
     lesson="lessons/07_distributed.ipynb",
     section=N_("2. `no_sync()`: one all-reduce per window"),
@@ -151,8 +140,9 @@ NO_SYNC_BACKWARD_ONLY = Misconception(
     id="no-sync-backward-only",
     name=N_("`no_sync()` around `backward()` alone"),
     why=N_(
-        "DDP decides in its `forward()` whether the coming `backward()` will all-reduce, so a `no_sync()` entered after "
-        "the forward pass skips nothing; the weights are right and only a count of all-reduces shows it. Put the "
+        "DDP's default reducer decides in its `forward()` whether the coming `backward()` will all-reduce (the "
+        "Python reducer of compiled autograd reads the flag at backward time), so a `no_sync()` entered after the "
+        "forward pass skips nothing; the weights are right and only a count of all-reduces shows it. Put the "
         "forward and backward pass inside the context."
     ),
     lesson="lessons/07_distributed.ipynb",
@@ -178,8 +168,10 @@ NEGATIVES_FROM_WHOLE_BATCH = Misconception(
     name=N_("in-batch negatives taken from the whole effective batch"),
     why=N_(
         "A contrastive loss with in-batch negatives compares each sample only with the others of its forward "
-        "pass, so a micro-batch of b samples gives b - 1 negatives, not effective batch - 1. The loss and the "
-        "gradient change; GradCache or gathered negatives restore the big batch."
+        "pass, so with the lesson's InfoNCE a micro-batch of b samples gives b - 1 negatives, not effective batch "
+        "- 1 (SimCLR's NT-Xent: 2(b - 1)). The loss and the gradient change; GradCache restores the big batch "
+        "exactly, a memory bank approximates it, and gathering across ranks adds only the other ranks' current "
+        "micro-batches."
     ),
     lesson="lessons/08_pitfalls.ipynb",
     section=N_("3. Contrastive losses with in-batch negatives"),
@@ -218,7 +210,9 @@ REDUCE_SCATTERS_ONLY = Misconception(
     why=N_(
         "Syncing at the window boundary cuts the reduce-scatters from N to 1 per optimizer step, but FSDP still "
         "all-gathers the parameters in every micro-step's forward pass, and again in its backward pass where it "
-        "reshards after the forward (the default). The traffic falls, but never N-fold."
+        "reshards after the forward (the default). With the default resharding the traffic falls, but never "
+        "N-fold; `set_reshard_after_backward(False)` also saves the all-gathers of each next forward pass, at the "
+        "cost of the unsharded parameters' memory."
     ),
     lesson="lessons/09_at_scale.ipynb",
     section=N_("2. Two ranks: what the sync setting changes"),
@@ -262,4 +256,46 @@ LIBRARY_AS_OWN_LOOP = Misconception(
     lesson="lessons/10_stacks.ipynb",
     section=N_("1. Three questions for any stack"),
     cell="l10-s1",
+)
+
+ADAM_HIDES_EVERY_ERROR = Misconception(
+    id="adam-hides-every-error",
+    name=N_("Adam taken to make a wrong loss scale harmless"),
+    why=N_(
+        "Adam divides each gradient by its own running scale, so a factor that multiplies every window's gradient "
+        "alike leaves the update almost unchanged; but the logged loss, `grad_norm` and a clipping threshold still "
+        "see the factor, and a factor that differs between windows or micro-batches (a short last window, a mean of "
+        "micro-batch means) still changes the update. Fix the division, whatever the optimizer."
+    ),
+    lesson="lessons/05_trainer.ipynb",
+    section=N_("3. Batch 32 vs batch 8 x 4: loss, gradient norm, update"),
+    cell="trainer-17",
+)
+
+ADAM_UPDATE_SCALES = Misconception(
+    id="adam-update-scales",
+    name=N_("Adam's update taken to grow with the gradient, as SGD's does"),
+    why=N_(
+        "SGD's update is the learning rate times the gradient, so a gradient N times too large moves the weights N "
+        "times as far; Adam divides by the square root of its running mean of squared gradients, so a factor shared "
+        "by every step cancels, up to epsilon. With Adam the same bug shows in the logged loss, `grad_norm` and "
+        "clipping, not in the size of the update."
+    ),
+    lesson="lessons/05_trainer.ipynb",
+    section=N_("3. Batch 32 vs batch 8 x 4: loss, gradient norm, update"),
+    cell="trainer-17",
+)
+
+PER_SAMPLE_NORM_COUPLED = Misconception(
+    id="per-sample-norm-coupled",
+    name=N_("LayerNorm or GroupNorm taken to mix the samples of a batch"),
+    why=N_(
+        "LayerNorm and GroupNorm normalize each sample with statistics of its own features (or groups of channels), "
+        "so a sample's output does not depend on the others of its batch and accumulation gives the full batch's "
+        "gradient with them. Only a layer with statistics across the batch, such as BatchNorm in training mode, "
+        "couples the samples."
+    ),
+    lesson="lessons/08_pitfalls.ipynb",
+    section=N_("1. BatchNorm"),
+    cell="l08-s1",
 )

@@ -36,8 +36,8 @@ DDP_AVERAGE_FORGOTTEN = Misconception(
     name=N_("DDP's average over the ranks forgotten"),
     why=N_(
         "DDP averages the gradients over the ranks, which divides them by the world size once more. A loss already "
-        "divided by the tokens of all ranks must be multiplied by the world size, or every update is world_size "
-        "times too small."
+        "divided by the tokens of all ranks must be multiplied by the world size, or the gradient is world_size "
+        "times too small (with SGD the update too; Adam hides a constant factor, but not a clipping threshold)."
     ),
     lesson="lessons/07_distributed.ipynb",
     section=N_("3. Token counts across ranks"),
@@ -48,9 +48,9 @@ BIASED_RUNNING_VAR = Misconception(
     id="biased-running-var",
     name=N_("BatchNorm's running variance updated with the biased variance"),
     why=N_(
-        "BatchNorm normalises a batch with its biased variance (divided by n), but it updates running_var with the "
-        "unbiased one (divided by n - 1). The biased one makes running_var too small, the more so the smaller the "
-        "micro-batch."
+        "PyTorch's BatchNorm normalises a batch with its biased variance (divided by n), but it updates "
+        "running_var with the unbiased one (divided by n - 1; Keras 3 uses the biased one for both). The biased "
+        "one makes running_var too small, the more so the smaller the micro-batch."
     ),
     lesson="lessons/08_pitfalls.ipynb",
     section=N_("1. BatchNorm"),
@@ -74,8 +74,9 @@ LIBRARY_DIVISION_FORGOTTEN = Misconception(
     id="library-division-forgotten",
     name=N_("a library's own division forgotten"),
     why=N_(
-        "Accelerate, Lightning and Keras divide each micro-batch's loss by N, and Trainer (for a loss that is not "
-        "given num_items_in_batch) by the window's number of micro-batches, before the gradients add up. A loss already divided by the window's items is then divided "
+        "Accelerate, Lightning and Keras divide each micro-batch's loss by N, and Trainer, when it decides that the "
+        "model takes no loss keyword arguments and no compute_loss_func is given, by the window's number of "
+        "micro-batches, before the gradients add up. A loss already divided by the window's items is then divided "
         "again: ask who divides, and by what, before dividing yourself."
     ),
     lesson="lessons/10_stacks.ipynb",
@@ -102,7 +103,7 @@ AUTOCAST_AROUND_THE_LOOP = Misconception(
     why=N_(
         "Inside one autocast context, PyTorch caches the low-precision copy of each weight it casts and reuses it "
         "until the context exits, so after optimizer.step() the forward passes still use the old weights. Enter "
-        "autocast around each forward pass (or leave it before every optimizer step)."
+        "autocast around each forward pass and its loss (or pass cache_enabled=False)."
     ),
     lesson="lessons/11_parallel.ipynb",
     section=N_("3. One autocast context around the loop: stale weights"),
@@ -127,7 +128,8 @@ DDP_DIVIDES_ALREADY = Misconception(
     name=N_("the loss divided by the world size by hand under DDP"),
     why=N_(
         "DDP already averages the gradients over the ranks, which divides them by world_size. Dividing the loss "
-        "by world_size as well makes every update world_size times too small."
+        "by world_size as well makes the gradient world_size times too small (with SGD the update too; Adam hides "
+        "a constant factor, but not a clipping threshold)."
     ),
     lesson="lessons/07_distributed.ipynb",
     section=N_("3. Token counts across ranks"),
@@ -149,7 +151,7 @@ SCHEDULE_DIVIDES_ALREADY = Misconception(
 
 SCALE_GRADS_DIVIDES_ALL = Misconception(
     id="scale-grads-divides-all",
-    name=N_("a constant factor taken to survive several step() calls with scale_grads"),
+    name=N_("scale_grads taken to divide only the new gradients"),
     why=N_(
         "With scale_grads=True every step() divides ALL of .grad by M, the gradients that earlier step() calls left "
         "there included, so with two or more calls before `optimizer.step()` (and M >= 2) the earlier micro-batches "
@@ -190,11 +192,12 @@ NO_LABEL_SHIFT = Misconception(
 
 LIBRARY_SHORT_WINDOW = Misconception(
     id="library-short-window",
-    name=N_("what a library does with the short last window, confused"),
+    name=N_("the short last window taken to be handled the same by every library"),
     why=N_(
-        "Trainer divides a short last window by the micro-batches it really holds, Accelerate and Lightning divide "
-        "it by N as if it were full, and Keras never applies it. Only each library's own code says which, so read it "
-        "before you scale the loss."
+        "Trainer (transformers 5) divides a short last window by the micro-batches it really holds, Accelerate "
+        "(1.x) and Lightning divide it by N as if it were full, and Keras (3.x) leaves it in its accumulator: "
+        "applied with the next epoch's first micro-batches, or lost at the end of training. Only each library's "
+        "own code says which, so read it before you scale the loss."
     ),
     lesson="lessons/10_stacks.ipynb",
     section=N_("1. Three questions for any stack"),

@@ -37,8 +37,8 @@ LAST_WINDOW_DROPPED = Misconception(
     name=N_("the short last window dropped"),
     why=N_(
         "When the number of micro-batches is not a multiple of N, the last window is shorter, and skipping it "
-        "leaves its samples out of the epoch. Make an optimizer step on the short window too, divided by the "
-        "samples it holds."
+        "leaves its samples out of the epoch (unless you drop them on purpose, as `drop_last` does, the same in "
+        "every epoch). Make an optimizer step on the short window too, divided by the samples it holds."
     ),
     lesson="lessons/02_pytorch.ipynb",
     section=N_("2. Flaw (a): the last window"),
@@ -75,7 +75,7 @@ CLIP_EVERY_MICRO_STEP = Misconception(
     name=N_("the gradient clipped on every micro-step"),
     why=N_(
         "Clipping after each backward() bounds a partial sum, not the window's gradient, so the update differs "
-        "from the full batch's whenever a partial sum is above the threshold. Clip once per window, when "
+        "from the full batch's whenever an earlier partial sum is above the threshold. Clip once per window, when "
         "accelerator.sync_gradients is true, before the optimizer step."
     ),
     lesson="lessons/04_accelerate.ipynb",
@@ -87,8 +87,9 @@ ACCELERATE_DIVIDES_ALREADY = Misconception(
     id="accelerate-divides-already",
     name=N_("the loss divided by N by hand under Accelerate"),
     why=N_(
-        "Inside accelerator.accumulate(), accelerator.backward() already divides the loss by "
-        "gradient_accumulation_steps. Dividing by N again makes every update N times too small."
+        "accelerator.backward() already divides every loss by gradient_accumulation_steps (Accelerate 1.x; under "
+        "DeepSpeed the engine divides instead). Dividing by N again makes the gradient N times too small (with SGD "
+        "the update too; Adam hides a constant factor, but not a clipping threshold)."
     ),
     lesson="lessons/04_accelerate.ipynb",
     section=N_("1. The lesson-02 loop, rewritten for Accelerate"),
@@ -106,4 +107,58 @@ FULL_MICRO_BATCH_DIVISOR = Misconception(
     lesson="lessons/02_pytorch.ipynb",
     section=N_("2. Flaw (a): the last window"),
     cell="pytorch-09",
+)
+
+PREPARED_SCHEDULER_COUNTS_CALLS = Misconception(
+    id="prepared-scheduler-counts-calls",
+    name=N_("Accelerate's prepared scheduler taken to advance on every call"),
+    why=N_(
+        "A scheduler passed to accelerator.prepare() steps only when the optimizer really stepped, so calling "
+        "scheduler.step() on every micro-step is right under Accelerate: on one process it advances once per window "
+        "(num_processes times per window on several, unless split_batches=True). A plain PyTorch scheduler has no "
+        "such guard: there, step it once per optimizer step."
+    ),
+    lesson="lessons/04_accelerate.ipynb",
+    section=N_("2. Under the hood: `sync_gradients`, the optimizer and the scheduler"),
+    cell="accelerate-11",
+)
+
+CLIP_EACH_MICRO_BATCH = Misconception(
+    id="clip-each-micro-batch",
+    name=N_("the gradient clipped after every micro-batch's backward()"),
+    why=N_(
+        "Clipping after each backward() bounds a partial sum, not the window's gradient, so the update differs from "
+        "the full batch's whenever an earlier partial sum is above the threshold. Clip once per window, after the "
+        "window's last backward() and before optimizer.step()."
+    ),
+    lesson="lessons/02_pytorch.ipynb",
+    section=N_("4. Flaw (c): clipping each micro-batch"),
+    cell="pytorch-18",
+)
+
+SCHEDULER_STEPS_SKIPPED_WINDOW = Misconception(
+    id="scheduler-steps-skipped-window",
+    name=N_("the scheduler stepped for a window that GradScaler skipped"),
+    why=N_(
+        "When a gradient of the window is inf or NaN, scaler.step() skips the update and scaler.update() lowers the "
+        "scale; a scheduler stepped anyway counts an update that never happened, and the schedule runs ahead of "
+        "the weights. Step the scheduler only when the optimizer stepped (a skipped step shows as a smaller scale "
+        "after update())."
+    ),
+    lesson="lessons/02_pytorch.ipynb",
+    section=N_("6. Flaw (e): mixed precision *(optional on a first reading)*"),
+    cell="pytorch-24",
+)
+
+UNSCALE_PER_MICRO_BATCH = Misconception(
+    id="unscale-per-micro-batch",
+    name=N_("GradScaler's unscale_() called after every micro-batch"),
+    why=N_(
+        "scaler.unscale_(optimizer) divides the whole .grad by the scale and marks the optimizer as unscaled until "
+        "scaler.update(): a second call in the same window raises, and the micro-batches added after it would stay "
+        "scaled. Call it once per window, after the last backward() and before clipping."
+    ),
+    lesson="lessons/02_pytorch.ipynb",
+    section=N_("6. Flaw (e): mixed precision *(optional on a first reading)*"),
+    cell="pytorch-24",
 )

@@ -61,7 +61,7 @@ LESSON_01 = [
         "01",
         "padding-divisor",
         N_("Padded positions carry the label -100. What should the window's summed token loss be divided by?"),
-        N_("The number of labels that are not -100 in the whole window"),
+        N_("The number of labels that are not -100 in the whole window (after the shift, for a causal LM)"),
         N_(
             "The padded positions add nothing to the summed loss, so they must add nothing to the count either; "
             "one count for the whole window gives every real token the same weight, whichever micro-batch holds it."
@@ -87,7 +87,7 @@ LESSON_02 = [
     number(
         "02",
         "steps-per-epoch",
-        N_("An epoch has 10 micro-batches and N = 4. How many optimizer steps should it make?"),
+        N_("An epoch has 10 micro-batches and N = 4. How many optimizer steps should it make to use every sample?"),
         3,
         N_(
             "Two full windows of 4 and a short last window of 2 micro-batches: 3 windows, one step each. The lesson's "
@@ -102,12 +102,14 @@ LESSON_02 = [
         "short-window-ratio",
         N_(
             "The last window holds 2 micro-batches of 16 samples, and every micro-batch's mean loss is divided by "
-            "N = 4. How large is that window's update, as a fraction of the correct one?"
+            "N = 4. How large is that window's gradient (and, with plain SGD, its update), as a fraction of the "
+            "correct one?"
         ),
         0.5,
         N_(
-            "Each of the 2 micro-batches weighs 1/4 instead of 1/2, so the update is 2/4 = 0.5 of the window's mean "
-            "gradient: divide by the window's real number of samples (32) instead."
+            "Each of the 2 micro-batches weighs 1/4 instead of 1/2, so the gradient is 2/4 = 0.5 of the window's mean "
+            "gradient (SGD's update too; Adam's would be off by less, but still off): divide by the window's real "
+            "number of samples (32) instead."
         ),
         (1, "full-window-divisor"),
         digits=2,
@@ -135,7 +137,26 @@ LESSON_02 = [
             "Clipping bounds the norm of the gradient the optimizer uses, the window's sum; clipped at the boundary "
             "it equals the clipped full-batch gradient (cosine 1.0 in the lesson)."
         ),
-        (N_("After every micro-batch's `backward()`"), "clip-every-micro-step"),
+        (N_("After every micro-batch's `backward()`"), "clip-each-micro-batch"),
+    ),
+    choice(
+        "02",
+        "grad-scaler",
+        N_(
+            "Float16 autocast with `GradScaler`, 8 micro-batches per window, clipping at the boundary. One micro-batch "
+            "overflows. What should the window's end do?"
+        ),
+        N_(
+            "`unscale_` once, clip, `scaler.step` (it skips the update), `scaler.update()`, and no `scheduler.step()` "
+            "for this window"
+        ),
+        N_(
+            "The window's gradients share one `.grad`, so one inf skips the whole window's update; `unscale_` runs once "
+            "per window before clipping (a second call raises), and a scheduler stepped anyway runs ahead of the "
+            "weights (lr 0.450 instead of 0.500 in the lesson)."
+        ),
+        (N_("The same, and `scheduler.step()` as after every window"), "scheduler-steps-skipped-window"),
+        (N_("`unscale_` after every micro-batch's `backward()`, then clip and step"), "unscale-per-micro-batch"),
     ),
 ]
 
@@ -146,8 +167,8 @@ LESSON_03 = [
         N_("At the same effective batch, what does a larger N make smaller?"),
         N_("What one micro-batch holds: its activations and temporaries"),
         N_(
-            "Parameters, the gradient buffer and the optimizer state keep their size for every N, so the peak falls "
-            "towards their sum and never below it (58.5 MiB at N = 1, 19.6 MiB at N = 8 in the lesson)."
+            "Parameters and the optimizer state keep their size for every N, and the gradient buffer for every "
+            "N >= 2, so the peak falls towards their sum and never below it (58.5 MiB at N = 1, 19.6 MiB at N = 8 in the lesson)."
         ),
         (N_("The whole peak, parameters and optimizer state included"), "peak-divided-by-n"),
         (N_("Always the peak, whatever holds it"), "n-always-lowers-peak"),
@@ -194,8 +215,8 @@ LESSON_04 = [
         ),
         N_("No: `accelerator.backward()` divides by `gradient_accumulation_steps` already"),
         N_(
-            "Accelerate divides the loss by N inside `backward()`; dividing it yourself too makes every update N times "
-            "too small."
+            "Accelerate divides the loss by N inside `backward()`; dividing it yourself too makes the gradient N times "
+            "too small (with SGD the update too)."
         ),
         (N_("Yes, as in the plain loop"), "accelerate-divides-already"),
     ),
@@ -203,15 +224,16 @@ LESSON_04 = [
         "04",
         "scheduler-steps",
         N_(
-            "10 micro-steps with `gradient_accumulation_steps = 4` and a prepared scheduler: how many times does the "
-            "scheduler advance?"
+            "One process, a prepared dataloader of 10 batches, `gradient_accumulation_steps = 4`, and a prepared "
+            "scheduler whose `step()` the loop calls on every micro-step: how many times does the scheduler advance?"
         ),
         3,
         N_(
-            "The prepared scheduler advances with the optimizer, once per window: at micro-steps 4, 8 and 10, the "
-            "short last window included."
+            "The prepared scheduler advances only when the optimizer steps, once per window: at micro-steps 4, 8 and "
+            "10, the short last window included (the prepared dataloader's end closes it). On several processes it "
+            "advances `num_processes` times per window, unless `split_batches=True`."
         ),
-        (10, "scheduler-every-micro-step"),
+        (10, "prepared-scheduler-counts-calls"),
         (2, "last-window-dropped"),
         digits=2,
     ),
@@ -220,12 +242,12 @@ LESSON_04 = [
         "short-window",
         N_(
             "The last window holds 2 of N = 4 micro-batches and the loss is the micro-batch's mean. With Accelerate's "
-            "default, what fraction of the correct update does that window get?"
+            "default, what fraction of the correct gradient does that window get?"
         ),
         0.5,
         N_(
             "`accelerator.backward()` divides every loss by N = 4, the short window's too, so its 2 micro-batches add "
-            "up to 2/4 of the window's mean gradient."
+            "up to 2/4 of the window's mean gradient (with SGD, half the update)."
         ),
         (1, "library-sizes-short-window"),
         digits=2,
@@ -246,7 +268,8 @@ LESSON_05 = [
         "bert-ratio",
         N_(
             "The lesson's `BertForSequenceClassification` on transformers 5, batch 8 with "
-            "`gradient_accumulation_steps=4` against one batch of 32: how many times larger is the accumulated update?"
+            "`gradient_accumulation_steps=4` against one batch of 32, with the lesson's plain SGD: how many times "
+            "larger is the accumulated update?"
         ),
         4,
         N_(
@@ -283,6 +306,25 @@ LESSON_05 = [
         N_("Its right weight is 1/28 of the window; the mean of means gives it 1/4, which is 28/4 = 7 times as much."),
         (1, "mean-of-means"),
         digits=2,
+    ),
+    choice(
+        "05",
+        "adam-hides",
+        N_(
+            "Here every window's loss, and so its gradient, is 4 times too large. With AdamW, Trainer's default, "
+            "instead of the probe's plain SGD, what is still off?"
+        ),
+        N_(
+            "The logged loss, `grad_norm` and what clipping compares with its threshold; without clipping, the update "
+            "itself hardly changes"
+        ),
+        N_(
+            "Adam divides each gradient by its own running scale, so a factor shared by every step cancels up to "
+            "epsilon; anything that reads the raw gradient or loss still sees 4x, and a factor that differs between "
+            "windows or micro-batches (a short last window, a mean of micro-batch means) changes Adam's update too."
+        ),
+        (N_("Nothing: Adam makes the loss's scale harmless"), "adam-hides-every-error"),
+        (N_("The update, 4 times too large, as with SGD"), "adam-update-scales"),
     ),
 ]
 

@@ -58,7 +58,7 @@ LESSON_07 = [
             "`micro_batch_size` x `accum_steps` x `world_size` = 8 x 4 x 2 = 64; the lesson's two processes match one "
             "process's full-batch step of 64 digits."
         ),
-        (32, "world-size-forgotten"),
+        (32, "one-rank-effective-batch"),
         (16, "accum-steps-forgotten"),
         digits=2,
     ),
@@ -67,10 +67,13 @@ LESSON_07 = [
         "all-reduces",
         N_(
             "With `no_sync()` around the forward and backward pass of the first N - 1 micro-steps, N = 4, how many "
-            "gradient all-reduces does a window make?"
+            "micro-steps of a window all-reduce the gradients?"
         ),
         1,
-        N_("Only the window's last micro-step synchronizes; the weights are the same as with 4 all-reduces."),
+        N_(
+            "Only the window's last micro-step synchronizes (its `backward()` all-reduces the gradients, bucket by "
+            "bucket); the weights are the same as when all 4 synchronize."
+        ),
         (4, "sync-every-micro-step"),
         (0, "no-sync-every-micro-step"),
         digits=2,
@@ -93,7 +96,7 @@ LESSON_07 = [
             "Rank 0 holds 5 label tokens and rank 1 holds 15. What should each rank divide its summed token loss by "
             "before `backward()`?"
         ),
-        N_("The all-reduced count, 20, divided by `world_size`: DDP averages the ranks"),
+        N_("20 / `world_size` = 10, from the all-reduced count: DDP averages the ranks"),
         N_(
             "DDP's average divides the summed gradients by `world_size` again, so dividing by 20 / 2 leaves every "
             "token weighing 1/20."
@@ -107,20 +110,22 @@ LESSON_08 = [
     choice(
         "08",
         "which-norm",
-        N_("In training mode, which layer makes the accumulated gradient differ from the full batch's?"),
+        N_("In training mode, which of these layers makes the accumulated gradient differ from the full batch's?"),
         N_("BatchNorm"),
         N_(
             "BatchNorm normalizes with its micro-batch's statistics, so a sample's loss depends on the others of its "
             "micro-batch (4.0e-02 in the lesson); LayerNorm and GroupNorm work per sample and match."
         ),
         (N_("None: accumulation always gives the full batch's gradient"), "every-layer-like-big-batch"),
+        (N_("LayerNorm"), "per-sample-norm-coupled"),
+        (N_("GroupNorm"), "per-sample-norm-coupled"),
     ),
     number(
         "08",
         "negatives",
         N_(
-            "An InfoNCE loss with in-batch negatives, an effective batch of 64 in micro-batches of 16: how many "
-            "negatives does each sample see?"
+            "The lesson's InfoNCE loss with in-batch negatives, an effective batch of 64 in micro-batches of 16: how "
+            "many negatives does each sample see?"
         ),
         15,
         N_("The negatives are the other samples of the same forward pass: 16 - 1 = 15, not 63."),
@@ -168,7 +173,8 @@ LESSON_09 = [
         N_("N - 1 of the N reduce-scatters; the all-gathers stay"),
         N_(
             "The parameters are still all-gathered in every micro-step (40 all-gathers either way in the lesson), so "
-            "the traffic falls, but never N-fold."
+            "with the default resharding the traffic falls, but never N-fold; `set_reshard_after_backward(False)` "
+            "also saves the next forward's all-gathers, at the cost of memory."
         ),
         (N_("N - 1 of every N collectives: N times less traffic"), "reduce-scatters-only"),
     ),
@@ -213,13 +219,14 @@ LESSON_10 = [
         "10",
         "keras-short",
         N_(
-            "Six micro-batches at N = 4 with Keras's `optimizer(gradient_accumulation_steps=4)`: what weight does the "
-            "short last window of 2 micro-batches get in an update?"
+            "Six micro-batches at N = 4 with Keras's `optimizer(gradient_accumulation_steps=4)`, in a one-epoch run "
+            "(or the last epoch): what weight does the short last window of 2 micro-batches get in an update?"
         ),
         0,
         N_(
-            "Keras applies the accumulated gradient on every 4th call only; the 2 micro-batches of the short window "
-            "are never applied (right: 1, Lightning: 0.5)."
+            "Keras applies the accumulated gradient on every 4th call only and keeps the rest across epochs: the 2 "
+            "micro-batches stay in the accumulator, applied with the next epoch's first micro-batches (1/4 each), or "
+            "never when training ends (right: 1, Lightning: 0.5)."
         ),
         (0.5, "library-short-window"),
         (1, "library-as-own-loop"),
@@ -248,7 +255,7 @@ LESSON_11 = [
             "With equal micro-batches the schedule's division already gives the full batch's gradient; `loss / M` "
             "gave 0.250x in the lesson."
         ),
-        (N_("Yes, as in the hand-written loop"), "divided-twice"),
+        (N_("Yes, as in the hand-written loop"), "schedule-divides-already"),
     ),
     choice(
         "11",
@@ -268,12 +275,12 @@ LESSON_11 = [
         "11",
         "autocast",
         N_("Where should the autocast context go in an accumulation loop?"),
-        N_("Around each forward pass (or each window), never around the whole loop"),
+        N_("Around each forward pass and its loss (or the whole loop with `cache_enabled=False`)"),
         N_(
             "A context that outlives `optimizer.step()` keeps computing with its cached low-precision weights: in the "
             "lesson the output stayed at its first value for 4 steps."
         ),
-        (N_("Around the whole training loop, entered once"), "autocast-around-the-loop"),
+        (N_("Around the whole training loop, entered once, with the default cache"), "autocast-around-the-loop"),
     ),
 ]
 
