@@ -286,12 +286,12 @@ def _08_gradcache():
 
 def _09_traffic():
     assert "reduce-scatters per optimizer step: 20 vs 5" in out("09", "l09-counts")
-    assert re.search(r"^\s+4 \|\s+20\s+40 \|\s+5\s+40$", out("09", "l09-counts"), re.M)  # 40 all-gathers either way
+    assert re.search(r"^\s*4\s+\|\s+20\s+40 \|\s+5\s+40$", out("09", "l09-counts"), re.M)  # 40 all-gathers either way
 
 
 def _09_memory_cost():
     text = out("09", "l09-grad-bytes")
-    assert "sync each micro-step   rank 0:  1.58" in text and "sync at the boundary   rank 0:  3.15" in text
+    assert re.search(r"sync each micro-step +rank 0: +1\.58", text) and re.search(r"sync at the boundary +rank 0: +3\.15", text)
 
 
 def _09_compile():
@@ -350,8 +350,8 @@ def _11_unequal_items():
 
 def _11_autocast():
     text = out("11", "l11-autocast")
-    assert re.search(r"autocast around the loop +outputs -0\.143, -0\.143, -0\.143, -0\.143", text)
-    assert re.search(r"autocast around each forward +outputs -0\.143, -0\.084", text)
+    assert re.search(r"autocast around the (?:whole )?loop +outputs -0\.143, -0\.143, -0\.143, -0\.143", text)
+    assert re.search(r"autocast around each forward(?: pass)? +outputs -0\.143, -0\.084", text)
 
 
 AGREES = {key: globals()[f"_{key[0]}_{key[1].replace('-', '_')}"] for key in QUESTIONS}
