@@ -200,3 +200,16 @@ LIBRARY_SHORT_WINDOW = Misconception(
     section=N_("1. Three questions for any stack"),
     cell="l10-s1",
 )
+
+SYNC_EVERY_MICRO_STEP = Misconception(
+    id="sync-every-micro-step",
+    name=N_("the gradients all-reduced on every micro-step"),
+    why=N_(
+        "Without no_sync(), DDP all-reduces the gradients after every backward(), N times per window, where one "
+        "all-reduce at the window's last micro-step gives the same sum. Wrap every micro-step of a window but the "
+        "last in ddp_model.no_sync()."
+    ),
+    lesson="lessons/07_distributed.ipynb",
+    section=N_("2. `no_sync()`: one all-reduce per window"),
+    cell="l07-s2",
+)
