@@ -74,8 +74,8 @@ CLIP_EVERY_MICRO_STEP = Misconception(
     id="clip-every-micro-step",
     name=N_("the gradient clipped on every micro-step"),
     why=N_(
-        "Clipping after each backward() bounds a partial sum, not the window's gradient, so the update differs "
-        "from the full batch's whenever a partial sum is above the threshold. Clip once per window, when "
+        "Clipping after each backward() bounds a partial sum, not the window's gradient, so the update can differ "
+        "from the full batch's whenever an earlier partial sum is above the threshold. Clip once per window, when "
         "accelerator.sync_gradients is true, before the optimizer step."
     ),
     lesson="lessons/04_accelerate.ipynb",
