@@ -513,9 +513,13 @@ def test_checks_7_2_and_7_3_pass_the_answer_and_fail_plausible_mistakes(capsys):
     for wrong, (ok_72, ok_73) in expected.items():
         lesson07.check_allreduces_per_window(wrong)
         lesson07.check_epoch_weights(wrong)
-        lines = capsys.readouterr().out.splitlines()
+        out = capsys.readouterr().out
+        lines = [line for line in out.splitlines() if line.startswith("Exercise ")]
         assert lines[0].startswith("Exercise 7.2: correct" if ok_72 else "Exercise 7.2: incorrect - "), lines
         assert lines[1].startswith("Exercise 7.3: correct" if ok_73 else "Exercise 7.3: incorrect - "), lines
+        # issue 53: neither is a catalogued mistake (_no_step's 2 all-reduces instead of 3 are also what a short
+        # window never synced gives: that count names no misconception), so neither check names one
+        assert "misconception" not in out, out
     assert not dist.is_initialized()  # the checks leave no process group behind
 
 

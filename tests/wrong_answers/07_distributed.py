@@ -21,6 +21,7 @@ def token_weighted_loss(loss_sum, local_tokens, global_tokens, world_size):
 
 
 # %% 7.2 no no_sync: gradients all-reduced on every micro-step
+# misconception: sync-every-micro-step
 def train_epoch_ddp(ddp_model, optimizer, batches, accum_steps):
     batches = list(batches)
     for start in range(0, len(batches), accum_steps):
@@ -51,6 +52,7 @@ def train_epoch_ddp(ddp_model, optimizer, batches, accum_steps):
 
 
 # %% 7.3 the rank's own window count (no all-reduce of the token count)
+# misconception: rank-own-tokens
 def train_epoch_ddp(ddp_model, optimizer, batches, accum_steps):
     batches = list(batches)
     for start in range(0, len(batches), accum_steps):
@@ -66,6 +68,7 @@ def train_epoch_ddp(ddp_model, optimizer, batches, accum_steps):
 
 
 # %% 7.3 the all-reduced count without the world size (DDP's average divides again)
+# misconception: ddp-average-forgotten
 def train_epoch_ddp(ddp_model, optimizer, batches, accum_steps):
     batches = list(batches)
     for start in range(0, len(batches), accum_steps):

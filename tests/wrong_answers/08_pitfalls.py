@@ -23,6 +23,7 @@ def running_var_after(running_var, micro_batches, momentum):
 
 
 # %% 8.2 each chunk's own InfoNCE loss (negatives only from the chunk), averaged over the chunks
+# misconception: chunk-local-negatives
 def grad_cache_backward(encoder, views_a, views_b, accum_steps, temperature=0.1):
     total = 0.0
     for chunk_a, chunk_b in zip(views_a.tensor_split(accum_steps), views_b.tensor_split(accum_steps), strict=True):
@@ -33,6 +34,7 @@ def grad_cache_backward(encoder, views_a, views_b, accum_steps, temperature=0.1)
 
 
 # %% 8.2 dividing twice: the cached gradients divided by the number of chunks
+# misconception: divided-twice
 def grad_cache_backward(encoder, views_a, views_b, accum_steps, temperature=0.1):
     chunks_a, chunks_b = views_a.tensor_split(accum_steps), views_b.tensor_split(accum_steps)
     with torch.no_grad():
@@ -49,6 +51,7 @@ def grad_cache_backward(encoder, views_a, views_b, accum_steps, temperature=0.1)
 
 
 # %% 8.2 no random-number replay (dropout draws new masks in the re-run: the gradient of another function)
+# misconception: no-rng-replay
 def grad_cache_backward(encoder, views_a, views_b, accum_steps, temperature=0.1):
     chunks_a, chunks_b = views_a.tensor_split(accum_steps), views_b.tensor_split(accum_steps)
     with torch.no_grad():

@@ -264,6 +264,7 @@ def window_plan(
 
 
 # %% 11.1 the shift forgotten: every label that is not -100 counted on a causal LM's rows (one item per row too many)
+# misconception: no-label-shift
 def count_items(micro_batches, shifts_labels):
     return [int((batch["labels"] != -100).sum()) for batch in micro_batches]
 

@@ -1,9 +1,12 @@
-"""What exercise check cells call. Each check prints exactly one deterministic line, e.g. ``Exercise 2.1: correct``.
+"""What exercise check cells call. Each check prints one deterministic line, e.g. ``Exercise 2.1: correct``.
 
 A check cell in a solution notebook is tagged ``check`` and carries ``{"gradacc": {"check": "2.1", "points": 2}}`` in
 its metadata; its stored output is the ``correct`` line, which nbval compares. A wrong answer prints
-``Exercise 2.1: incorrect - <what was wrong>`` instead and, inside a notebook, raises ``CheckFailed``: nbval (and the
-classroom grader) fail that cell whatever output the saved file holds.
+``Exercise 2.1: incorrect - <what was wrong>`` instead (wrapped at word boundaries inside a notebook), followed, when
+the answer's numbers are those of exactly one known misconception, by its hint (``gradacc.course.misconceptions``:
+its name, why it is wrong, the lesson section that fixes it), and, inside a notebook, raises ``CheckFailed`` with a
+short message (``Exercise 2.1: incorrect, see above``): nbval (and the classroom grader) fail that cell whatever output
+the saved file holds.
 One module per lesson: ``gradacc.course.checks.lesson01`` holds the checks of ``01_theory``, and so on.
 
 The lines are in the learner's language (``gradacc.i18n``): a notebook of the Brazilian Portuguese edition prints
@@ -14,6 +17,7 @@ formatted after (``_("Exercise {exercise}: correct").format(exercise=...)``), so
 from __future__ import annotations
 
 import contextlib
+import inspect
 import io
 import math
 import sys
@@ -60,6 +64,16 @@ def _in_notebook() -> bool:
     return ipython is not None and ipython.get_ipython() is not None
 
 
+def _takes_the_answer(body: Callable) -> bool:
+    """Whether ``body`` can be run on another answer (its parameters default to the learner's): only such a check
+    recognises misconceptions. A body without parameters (an instructor's own check) is never re-run, and the
+    references (which import torch) are never imported for it."""
+    try:
+        return bool(inspect.signature(body).parameters)
+    except (TypeError, ValueError):
+        return False
+
+
 def run_check(exercise: str, body: Callable[..., str | None]) -> bool:
     """Run ``body``; it returns ``None`` when the answer is right, else a message saying what is wrong.
 
@@ -88,7 +102,7 @@ def run_check(exercise: str, body: Callable[..., str | None]) -> bool:
             False,
         )
     ok = report(exercise, problem is None, problem or "")
-    if not ok and measured:
+    if not ok and measured and _takes_the_answer(body):
         from .mistakes import recognise
 
         found = recognise(exercise, body, problem, language())

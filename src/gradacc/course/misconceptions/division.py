@@ -10,8 +10,8 @@ MEAN_OF_MEANS = Misconception(
     name=N_("a mean of micro-batch means"),
     why=N_(
         "Averaging the micro-batch means gives every micro-batch the same weight, so an item of a small micro-batch "
-        "counts more than an item of a large one; it equals the window's mean only when all micro-batches hold the "
-        "same number of items. Divide each micro-batch's summed loss by the number of items in the whole window."
+        "counts more than an item of a large one; in general it equals the window's mean only when all micro-batches "
+        "hold the same number of items. Divide each micro-batch's summed loss by the number of items in the whole window."
     ),
     lesson="lessons/01_theory.ipynb",
     section=N_("3. Unequal micro-batches: weight by counts"),

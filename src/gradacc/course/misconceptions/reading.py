@@ -111,18 +111,6 @@ ACCUM_STEPS_FORGOTTEN = Misconception(
     cell="l07-s1",
 )
 
-SYNC_EVERY_MICRO_STEP = Misconception(
-    id="sync-every-micro-step",
-    name=N_("DDP left to all-reduce on every micro-step"),
-    why=N_(
-        "Without `no_sync()` every `backward()` synchronizes (DDP all-reduces the gradients, bucket by bucket), N "
-        "times per window, though only the window's sum is needed. The weights come out the same, but N - 1 of "
-        "the N synchronizations are wasted."
-    ),
-    lesson="lessons/07_distributed.ipynb",
-    section=N_("2. `no_sync()`: one all-reduce per window"),
-    cell="l07-s2",
-)
 
 NO_SYNC_EVERY_MICRO_STEP = Misconception(
     id="no-sync-every-micro-step",

@@ -203,3 +203,44 @@ LIBRARY_SHORT_WINDOW = Misconception(
     section=N_("1. Three questions for any stack"),
     cell="l10-s1",
 )
+
+SYNC_EVERY_MICRO_STEP = Misconception(
+    id="sync-every-micro-step",
+    name=N_("the gradients all-reduced on every micro-step"),
+    why=N_(
+        "Without no_sync(), DDP all-reduces the gradients (bucket by bucket) after every backward(), N times per "
+        "window, where one "
+        "all-reduce at the window's last micro-step gives the same sum. Wrap every micro-step of a window but the "
+        "last in ddp_model.no_sync()."
+    ),
+    lesson="lessons/07_distributed.ipynb",
+    section=N_("2. `no_sync()`: one all-reduce per window"),
+    cell="l07-s2",
+)
+
+CHUNK_LOCAL_NEGATIVES = Misconception(
+    id="chunk-local-negatives",
+    name=N_("in-batch negatives taken from each micro-batch only"),
+    why=N_(
+        "A contrastive loss such as InfoNCE compares each sample with every other sample of the batch, so computing "
+        "it per micro-batch gives each sample fewer negatives: a different, easier loss, not the same one "
+        "accumulated. Embed the whole batch without a graph, compute the loss once, and back-propagate its cached "
+        "gradients chunk by chunk (GradCache)."
+    ),
+    lesson="lessons/08_pitfalls.ipynb",
+    section=N_("3. Contrastive losses with in-batch negatives"),
+    cell="l08-s3",
+)
+
+NO_RNG_REPLAY = Misconception(
+    id="no-rng-replay",
+    name=N_("the dropout masks not replayed in GradCache's re-run"),
+    why=N_(
+        "GradCache's loss is computed with the first pass's dropout masks, so a re-run that draws new masks "
+        "back-propagates the cached gradient through another function. Save each chunk's random-number state "
+        "before its first forward pass and restore it before that chunk's re-run."
+    ),
+    lesson="lessons/08_pitfalls.ipynb",
+    section=N_("3. Contrastive losses with in-batch negatives"),
+    cell="l08-s3",
+)

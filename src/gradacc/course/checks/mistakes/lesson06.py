@@ -46,9 +46,9 @@ def scan_divided_by_micro_batches(params, x, y, accum_steps):
 
 @mistake("6.2", "mean-of-means")
 def window_mean_of_means(params, micro_batches):
+    mean = jax.value_and_grad(lambda p, xb, yb: jaxacc.sum_cross_entropy(p, xb, yb) / jaxacc.count_items(yb))
     total = None
     for xb, yb in micro_batches:
-        mean = lambda p, a=xb, b=yb: jaxacc.sum_cross_entropy(p, a, b) / jaxacc.count_items(b)  # noqa: E731
-        out = jax.value_and_grad(mean)(params)
+        out = mean(params, xb, yb)
         total = out if total is None else jax.tree_util.tree_map(jnp.add, total, out)
     return _divided(total, len(micro_batches))

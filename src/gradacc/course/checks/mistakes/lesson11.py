@@ -62,6 +62,12 @@ def _constant_despite_scale_grads(plan, m, a, w, reduction, scale_grads, items, 
     return plan
 
 
+def _count_without_shift(micro_batches, shifts_labels):
+    """Every label that is not -100, as if no model shifted its labels."""
+    return [int((batch["labels"] != -100).sum()) for batch in micro_batches]
+
+
+register("11.1", "no-label-shift", {"window_plan": reference_window_plan, "count_items": _count_without_shift})
 register("11.1", "ddp-average-forgotten", _plan(_sum_without_w))
 register("11.1", "schedule-divides-already", _plan(_divided_again_by_m))
 register("11.1", "sum-treated-as-mean", _plan(_sum_as_mean))
