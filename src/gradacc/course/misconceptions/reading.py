@@ -179,18 +179,6 @@ SUMMED_LOSSES_FREE = Misconception(
     cell="l08-replay-after",
 )
 
-NO_RNG_REPLAY = Misconception(
-    id="no-rng-replay",
-    name=N_("a GradCache re-run without the first pass's random numbers"),
-    why=N_(
-        "GradCache computes the embeddings' gradient in a first pass and re-runs each chunk to back-propagate it; "
-        "with dropout, a re-run that draws new masks differentiates another function. Restore each chunk's "
-        "random-number state before its re-run (sentence-transformers' `RandContext`)."
-    ),
-    lesson="lessons/08_pitfalls.ipynb",
-    section=N_("3. Contrastive losses with in-batch negatives"),
-    cell="l08-s3",
-)
 
 REDUCE_SCATTERS_ONLY = Misconception(
     id="reduce-scatters-only",
