@@ -1,7 +1,7 @@
 """The "Check your understanding" questions (``gradacc.course.quiz``, issue 53 part 3): the answer key is tested.
 
 * every question has one right option and wrong options that each name a catalogued misconception, whose section
-  heading is in the lesson it names; lessons 01-11 ask 3-5 questions (lesson 02 six: its optional mixed-precision
+  heading is in the lesson it names; lessons 01-12 ask 3-5 questions (lesson 02 six: its optional mixed-precision
   section adds one), lesson 00 (the setup) none;
 * every number a question or an explanation states agrees with what the lesson computes: its stored outputs (the
   lessons' own asserts hold them; tests/test_notebooks.py re-runs every lesson), and the rules behind the right
@@ -59,7 +59,7 @@ def value(lesson: str, key: str, misconception: str | None = None) -> float:
 def test_every_lesson_but_the_setup_asks_three_to_five_questions():
     counts = {lesson: len(questions(lesson)) for lesson in LESSONS if lesson != "00"}
     print("questions per lesson:", counts, "in all", sum(counts.values()))
-    assert set(counts) == {f"{n:02d}" for n in range(1, 12)} and all(
+    assert set(counts) == {f"{n:02d}" for n in range(1, 13)} and all(
         3 <= n <= (6 if lesson == "02" else 5) for lesson, n in counts.items()
     ), counts
     with pytest.raises(KeyError, match="has no questions"):
@@ -291,7 +291,9 @@ def _09_traffic():
 
 def _09_memory_cost():
     text = out("09", "l09-grad-bytes")
-    assert re.search(r"sync each micro-step +rank 0: +1\.58", text) and re.search(r"sync at the boundary +rank 0: +3\.15", text)
+    assert re.search(r"sync each micro-step +rank 0: +1\.58", text) and re.search(
+        r"sync at the boundary +rank 0: +3\.15", text
+    )
 
 
 def _09_compile():
@@ -354,6 +356,44 @@ def _11_autocast():
     assert re.search(r"autocast around each forward(?: pass)? +outputs -0\.143, -0\.084", text)
 
 
+def _12_in_backward_steps():
+    text = out("12", "l12-inbwd-wrong")
+    assert "_apply_optimizer_in_backward: Adam steps per parameter [4, 4], update off by 1.97" in text
+    assert value("12", "in-backward-steps") == 4
+    assert "Adam steps per parameter [1, 1]" in out("12", "l12-inbwd-fix")  # deferred: one step per window
+    assert value("12", "in-backward-steps", "in-backward-accumulates") == 1
+
+
+def _12_muon():
+    assert num("12", "l12-muon-source", r"scaling the input by 1/4 changes the output by (\S+);") == 0.0
+    assert num("12", "l12-muon-wrong", r"\[\[16, 16, 16, 16\]\]: a Muon step per micro-batch is off by (\S+)") == 2.34
+    assert all(float(v) == 0 for v in re.findall(r"max \|w - w_full\| = (\S+)", out("12", "l12-muon-fix")))
+
+
+def _12_progress():
+    assert "multipliers [-127.0, -254.0]" in out("12", "l12-progress-wrong")
+    assert "optimizer steps: multipliers [1.0, 0.0]" in out("12", "l12-progress-wrong")
+    assert value("12", "progress") == 1 and value("12", "progress", "progress-in-micro-batches") == -127
+    assert value("12", "progress", "progress-clamped") == max(0, -127)
+
+
+def _12_accountant():
+    text = out("12", "l12-dp-epsilon")
+    assert "batch 4 x 256, counted per optimizer step: epsilon 3.8732 (45 updates)" in text
+    assert re.search(r"batch 1024 x 1: +epsilon 3\.8732", text)
+    assert "counted per micro-batch:    epsilon 0.4918" in text
+    assert "0.99 (optimizer steps) vs 8.26 (micro-batches)" in out("12", "l12-dp-noise")
+
+
+def _12_amax():
+    assert num("12", "l12-amax-toy", r"right: window amax (\S+)") == value("12", "amax") == 9
+    assert math.isclose(
+        num("12", "l12-amax-toy", r"mean : window amax (\S+)"), value("12", "amax", "amax-averaged"), rel_tol=1e-4
+    )
+    assert num("12", "l12-amax-toy", r"last : window amax (\S+)") == value("12", "amax", "amax-last")
+    assert "[8, 8, 7, 7]: full batch amax 0.7926; right 0.7926, mean 0.6895" in out("12", "l12-amax-real")
+
+
 AGREES = {key: globals()[f"_{key[0]}_{key[1].replace('-', '_')}"] for key in QUESTIONS}
 
 
@@ -389,6 +429,43 @@ def test_the_right_answers_hold_in_general():
     # FSDP at the boundary keeps P where the default keeps P / W: the extra is (W - 1) / W x P
     for world in (2, 4, 8):
         assert math.isclose(1 - 1 / world, (world - 1) / world)
+    # lesson 12: progress counted in optimizer steps ends at 1; counted in micro-batches it reaches 1 after about
+    # 1 / N of the run, then the unclamped multiplier turns negative
+    from gradacc.stacks.window_clocks import (
+        nanochat_lr_multiplier,
+        optimizer_steps,
+        progress_per_micro_batch,
+        progress_per_optimizer_step,
+    )
+
+    for micro_batches, n in ((256, 128), (70, 4), (9, 4), (40, 8)):
+        iterations = optimizer_steps(micro_batches, n)  # the run asks for the steps it makes
+        right = progress_per_optimizer_step(micro_batches, n, iterations)
+        wrong = progress_per_micro_batch(micro_batches, n, iterations)
+        assert all(0 < p <= 1 for p in right) and right[-1] == 1 and min(map(nanochat_lr_multiplier, right)) >= 0
+        assert next(s for s, p in enumerate(wrong) if p >= 1) <= math.ceil(iterations / n)
+        assert min(map(nanochat_lr_multiplier, wrong)) < 0
+    # an amax: the maximum of the micro-batches' maxima is the window's; the mean and the last fall below it unless
+    # every micro-batch (or the last) holds the largest value
+    for values in ([[3.0], [9.0], [1.0]], [[0.5, 2.0], [1.5], [2.0, 0.1]], [[1.0, 4.0], [4.0]], [[7.0], [7.0]]):
+        maxima = [max(v) for v in values]
+        assert max(maxima) == max(x for v in values for x in v)
+        assert (sum(maxima) / len(maxima) == max(maxima)) == (len(set(maxima)) == 1)
+        assert (maxima[-1] == max(maxima)) == (max(maxima) in values[-1])
+    # Muon: its orthogonalization divides out any power-of-two scale exactly (others up to bfloat16 rounding) and
+    # is not additive, for other matrices than the lesson's
+    import torch
+
+    from gradacc.stacks.window_optimizers import orthogonalize
+
+    for seed, shape in ((2, (16, 32)), (3, (48, 24)), (4, (8, 8))):
+        g, h = torch.randn(2, *shape, dtype=torch.float64, generator=torch.Generator().manual_seed(seed))
+        assert torch.equal(orthogonalize(g), orthogonalize(g / 4)) and torch.equal(
+            orthogonalize(g), orthogonalize(8 * g)
+        )
+        assert float((orthogonalize(g).double() - orthogonalize(g / 3).double()).abs().max()) < 0.05
+        gap = (orthogonalize(g).double() + orthogonalize(h).double() - orthogonalize(g + h).double()).norm()
+        assert gap > 0.3 * orthogonalize(g + h).double().norm(), (seed, float(gap))
 
 
 def test_the_libraries_behave_as_the_explanations_say():

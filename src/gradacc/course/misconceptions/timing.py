@@ -1,5 +1,6 @@
 """Misconceptions about when things happen in a window: the optimizer step, zero_grad, the scheduler, clipping, the
-short last window (lessons 02 and 04)."""
+short last window (lessons 02 and 04), and what else must advance once per window (lesson 12: an optimizer inside
+backward(), Muon, a schedule's progress, a privacy accountant, an FP8 amax)."""
 
 from __future__ import annotations
 
@@ -161,4 +162,112 @@ UNSCALE_PER_MICRO_BATCH = Misconception(
     lesson="lessons/02_pytorch.ipynb",
     section=N_("6. Flaw (e): mixed precision *(optional on a first reading)*"),
     cell="pytorch-24",
+)
+
+IN_BACKWARD_ACCUMULATES = Misconception(
+    id="in-backward-accumulates",
+    name=N_("an optimizer inside `backward()` taken to wait for the window"),
+    why=N_(
+        "An optimizer run inside `backward()` (`_apply_optimizer_in_backward`, a post-accumulate-grad hook) steps "
+        "and frees the gradient on every `backward()`, so with N micro-batches it makes N steps per window and "
+        "nothing accumulates. Defer the step to the window's boundary, or step inside `backward()` only when the "
+        "effective batch fits in one micro-batch."
+    ),
+    lesson="lessons/12_per_window.ipynb",
+    section=N_("2. An optimizer inside `backward()` cannot accumulate"),
+    cell="l12-s2",
+)
+
+MUON_SCALED_PER_MICRO_BATCH = Misconception(
+    id="muon-scaled-per-micro-batch",
+    name=N_("a Muon step per micro-batch taken for a scaled step per window"),
+    why=N_(
+        "Muon orthogonalizes its momentum, which divides out the gradient's scale and does not add up: dividing the "
+        "loss by N leaves each step as large, and N orthogonalized micro-batch updates differ from the "
+        "orthogonalized window. Accumulate the window's gradient and make one Muon step, as for any optimizer that "
+        "normalizes its update."
+    ),
+    lesson="lessons/12_per_window.ipynb",
+    section=N_("3. Muon is not linear in the gradient"),
+    cell="l12-s3",
+)
+
+PROGRESS_IN_MICRO_BATCHES = Misconception(
+    id="progress-in-micro-batches",
+    name=N_("a schedule's progress counted in micro-batches"),
+    why=N_(
+        "A progress fraction whose numerator counts micro-batches and whose denominator counts optimizer steps runs "
+        "N times too fast, so the schedule ends after 1/N of the run and an unclamped warmdown turns the learning "
+        "rate negative. Count optimizer steps, short last window included, and progress stays in [0, 1]."
+    ),
+    lesson="lessons/12_per_window.ipynb",
+    section=N_("4. A schedule's progress counted in micro-batches"),
+    cell="l12-s4",
+)
+
+PROGRESS_CLAMPED = Misconception(
+    id="progress-clamped",
+    name=N_("a clamp at 0 taken to fix a schedule that counts micro-batches"),
+    why=N_(
+        "Clamping the multiplier at 0 hides the negative learning rate but not the wrong clock: the schedule still "
+        "ends N times too early and the rest of the run trains at a learning rate of 0. Count optimizer steps "
+        "instead, and no clamp is needed."
+    ),
+    lesson="lessons/12_per_window.ipynb",
+    section=N_("4. A schedule's progress counted in micro-batches"),
+    cell="l12-s4",
+)
+
+ACCOUNTANT_MICRO_BATCH_RATE = Misconception(
+    id="accountant-micro-batch-rate",
+    name=N_("a privacy accountant stepped per micro-batch at the micro-batch's rate"),
+    why=N_(
+        "DP-SGD adds noise once per window, so each noisy update samples the window's examples, not one "
+        "micro-batch's; counting N steps at the micro-batch's sampling rate reports less privacy spent than the "
+        "training spends (about 8 times less in the lesson). Step the accountant once per optimizer step, at the "
+        "window's sampling rate."
+    ),
+    lesson="lessons/12_per_window.ipynb",
+    section=N_("5. A privacy accountant counts noisy updates *(optional on a first reading)*"),
+    cell="l12-s5",
+)
+
+ACCOUNTANT_MICRO_BATCHES_WINDOW_RATE = Misconception(
+    id="accountant-micro-batches-window-rate",
+    name=N_("a privacy accountant given micro-batches as steps at the window's rate"),
+    why=N_(
+        "At the window's sampling rate the accountant must count noisy updates, one per window; giving it the "
+        "number of micro-batches counts every update N times, so it over-reports epsilon, and a noise calibrated "
+        "from it is too large (8.26 instead of 0.99 in the lesson). Count optimizer steps, short last window "
+        "included."
+    ),
+    lesson="lessons/12_per_window.ipynb",
+    section=N_("5. A privacy accountant counts noisy updates *(optional on a first reading)*"),
+    cell="l12-s5",
+)
+
+AMAX_AVERAGED = Misconception(
+    id="amax-averaged",
+    name=N_("an FP8 amax averaged over the window's micro-batches like a gradient"),
+    why=N_(
+        "The amax is the largest absolute value the window saw, so the window's value is the maximum over its "
+        "micro-batches, not their mean: the mean is below it whenever they differ, and a scale computed from it "
+        "overflows FP8's range. Give each leaf of the carried tree its own rule: sum for a gradient, max for an amax."
+    ),
+    lesson="lessons/12_per_window.ipynb",
+    section=N_("6. State carried through the gradient tree: an FP8 amax *(optional on a first reading)*"),
+    cell="l12-s6",
+)
+
+AMAX_LAST = Misconception(
+    id="amax-last",
+    name=N_("the last micro-batch's FP8 amax kept for the window"),
+    why=N_(
+        "Keeping the last micro-batch's amax forgets the larger values the earlier micro-batches saw, so the window's "
+        "amax is too small unless the last one happens to hold the largest value. Combine the amaxes with a maximum "
+        "over the window."
+    ),
+    lesson="lessons/12_per_window.ipynb",
+    section=N_("6. State carried through the gradient tree: an FP8 amax *(optional on a first reading)*"),
+    cell="l12-s6",
 )

@@ -1,7 +1,7 @@
 """The "Check your understanding" questions at the end of each lesson's core path, answered in the notebook and on the
 website without a server or network.
 
-Taught in every lesson (01-11), in its section "Check your understanding". A question is a multiple choice or a
+Taught in every lesson (01-12), in its section "Check your understanding". A question is a multiple choice or a
 number (``Question``); every wrong option names a misconception of the catalogue (``gradacc.course.misconceptions``)
 and choosing it shows that misconception's name, why it is wrong and the lesson section that fixes it; the right
 option shows why it is right. The questions of every lesson live in this package (``bank``, ``bank_scale``), in
@@ -70,7 +70,7 @@ PLAIN = N_(
 
 
 def questions(lesson: str) -> list[Question]:
-    """The questions of ``lesson`` ("01"-"11"), in order.
+    """The questions of ``lesson`` ("01"-"12"), in order.
 
     Raises:
         KeyError: a lesson without questions (lesson 00, the setup, has none), naming the lessons that have them.
@@ -84,9 +84,9 @@ def questions(lesson: str) -> list[Question]:
 def all_questions() -> list[Question]:
     """Every lesson's questions, lesson by lesson."""
     from .bank import QUESTIONS_0105
-    from .bank_scale import QUESTIONS_0611
+    from .bank_scale import QUESTIONS_0612
 
-    return QUESTIONS_0105 + QUESTIONS_0611
+    return QUESTIONS_0105 + QUESTIONS_0612
 
 
 def _as_html(text: str) -> str:
@@ -206,7 +206,7 @@ def quiz_bundle(lesson: str, say: Callable[[str], str], lang: str) -> tuple[dict
 
 
 def show_quiz(lesson: str) -> None:
-    """Show the questions of ``lesson`` ("01"-"11") under the cell, in the learner's language (one ``text/html``
+    """Show the questions of ``lesson`` ("01"-"12") under the cell, in the learner's language (one ``text/html``
     output, and a one-line ``text/plain`` for a reader without JavaScript)."""
     from IPython.display import display
 

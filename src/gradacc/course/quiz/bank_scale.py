@@ -1,4 +1,4 @@
-"""The "Check your understanding" questions of lessons 06-11 (``bank`` holds 01-05; ``model`` the helpers)."""
+"""The "Check your understanding" questions of lessons 06-12 (``bank`` holds 01-05; ``model`` the helpers)."""
 
 from __future__ import annotations
 
@@ -284,4 +284,91 @@ LESSON_11 = [
     ),
 ]
 
-QUESTIONS_0611 = LESSON_06 + LESSON_07 + LESSON_08 + LESSON_09 + LESSON_10 + LESSON_11
+LESSON_12 = [
+    number(
+        "12",
+        "in-backward-steps",
+        N_(
+            "PyTorch's `_apply_optimizer_in_backward` attaches Adam to every parameter, and the loop accumulates "
+            "`accum_steps = 4` micro-batches per window. How many Adam steps does each parameter take in one window?"
+        ),
+        4,
+        N_(
+            "Its hook steps the optimizer and sets `.grad` to `None` on every `backward()`, so nothing accumulates "
+            "(the lesson: 4 Adam steps per parameter, the update off by 1.97 times the full batch's). Step at the "
+            "window's boundary, or step inside `backward()` only when the effective batch fits in one micro-batch."
+        ),
+        (1, "in-backward-accumulates"),
+        digits=2,
+    ),
+    choice(
+        "12",
+        "muon",
+        N_(
+            "A loop divides each micro-batch's loss by `accum_steps = 4` and calls `torch.optim.Muon`'s `step()` "
+            "after every micro-batch. Is that a scaled-down version of one Muon step per window?"
+        ),
+        N_("No: Muon divides out the gradient's scale and is not additive; accumulate, then one `step()` per window"),
+        N_(
+            "Orthogonalizing g / 4 gives the same matrix as g, and O(g) + O(h) is not O(g + h): a step per "
+            "micro-batch was off by 2.34 times the update in the lesson, one step per window matched the full batch "
+            "exactly (float64)."
+        ),
+        (N_("Yes: each step is a quarter of the window's step"), "muon-scaled-per-micro-batch"),
+    ),
+    number(
+        "12",
+        "progress",
+        N_(
+            "nanochat's learning-rate multiplier is 1 for the first half of the run, then falls linearly to 0 at "
+            "progress 1, unclamped. The run asks for 2 optimizer steps with `accum_steps = 128`, and its loop "
+            "computes progress = it / 2 where `it` counts micro-batches (129 at the first step). What multiplier "
+            "should the first optimizer step get?"
+        ),
+        1,
+        N_(
+            "Counted in optimizer steps, progress is 1/2 after the first step, still in the flat half: 1 (then 0 "
+            "at the end). Counting micro-batches gives progress 64.5 and a multiplier of -127; a clamp at 0 would "
+            "hide the sign but still end the schedule 128 times too early."
+        ),
+        (-127, "progress-in-micro-batches"),
+        (0, "progress-clamped"),
+        digits=3,
+    ),
+    choice(
+        "12",
+        "accountant",
+        N_(
+            "DP-SGD with 4 examples per micro-batch and `accum_steps = 256` adds noise once per window. What should "
+            "its privacy accountant count?"
+        ),
+        N_("One step per window, at the window's sampling rate (1,024 examples / dataset size)"),
+        N_(
+            "The accountant counts noisy updates: counted per window, 4 x 256 spends the same epsilon as one batch "
+            "of 1,024 (3.8732 in the lesson), where micro-batches at their own rate reported 0.4918."
+        ),
+        (
+            N_("One step per micro-batch, at the micro-batch's sampling rate (4 / dataset size)"),
+            "accountant-micro-batch-rate",
+        ),
+        (N_("One step per micro-batch, at the window's sampling rate"), "accountant-micro-batches-window-rate"),
+    ),
+    number(
+        "12",
+        "amax",
+        N_(
+            "FP8 delayed scaling: the three micro-batches of a window record an amax of 3, 9 and 1. What amax "
+            "should the window carry into the next step's scale?"
+        ),
+        9,
+        N_(
+            "The amax is the largest absolute value seen, so the window's is the maximum over its micro-batches, "
+            "the full batch's value: the mean (4.33) or the last (1) is too small and the next scale overflows FP8."
+        ),
+        (13 / 3, "amax-averaged"),
+        (1, "amax-last"),
+        digits=3,
+    ),
+]
+
+QUESTIONS_0612 = LESSON_06 + LESSON_07 + LESSON_08 + LESSON_09 + LESSON_10 + LESSON_11 + LESSON_12

@@ -18,7 +18,7 @@ class Option:
 
 @dataclass(frozen=True)
 class Question:
-    """A question of lesson ``lesson`` ("01"-"11"): ``text`` (English, marked ``N_``), its ``options`` (exactly one
+    """A question of lesson ``lesson`` ("01"-"12"): ``text`` (English, marked ``N_``), its ``options`` (exactly one
     with ``misconception=None``), and ``why`` (shown when the learner picks the right one: why it is right, and when
     it holds). ``digits``: a number question's significant digits (JupyterQuiz's ``precision``); ``None`` for a
     multiple choice."""
