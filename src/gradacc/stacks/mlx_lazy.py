@@ -6,8 +6,8 @@ plain ``mlx`` wheel on Linux lacks the CPU backend's library).
 An MLX operation records a node and computes nothing until ``mx.eval`` (or ``.item()``, printing, ...) asks for its
 value. Accumulating ``grads = tree_map(mx.add, grads, new)`` over the micro-steps of a window without evaluating
 therefore builds ONE graph over all of them, and its peak memory grows with the window: measured on MLX 0.32.4's CPU
-backend (``window_peak_mib``), 1, 2, 4, 8 and 16 micro-steps peak at about 5, 10, 19, 26 and 36 MiB: about 4.6 MiB
-more per micro-step up to 4, then about 1.4, so not every intermediate result stays alive (Metal may differ). The memory accumulation was meant to save (ml-explore/mlx#2840
+backend (``window_peak_mib``), 1, 2, 4, 8 and 16 micro-steps peak at about 5, 10, 18-19, 26 and 36 MiB: about 4.5 MiB
+more per micro-step up to 4, then about 1.5, so not every intermediate result stays alive (Metal may differ). The memory accumulation was meant to save (ml-explore/mlx#2840
 reports memory growing with the accumulation steps; Goekdeniz-Guelmez/mlx-lm-lora#47, merged, fixed an un-evaluated
 metrics sum: 14.2 -> 25.8 GB over 400 steps, 12.3 GB after). ``mx.eval(grads)`` after each micro-step keeps the peak
 flat (about 7 MiB at every window size).
@@ -129,7 +129,7 @@ class _TinyLM(nn.Module):
 def mlx_lm_trainer_gaps(token_counts: list[int], vocab: int = 11, learning_rate: float = 0.5) -> dict[str, float]:
     """mlx-lm's own trainer (``mlx_lm.tuner.trainer.train`` with its ``default_loss``, mlx-lm 0.32.2) on one window
     of micro-batches of one sequence each, ``token_counts`` tokens apiece, ``grad_accumulation_steps =
-    len(token_counts)``, SGD: its loss is each micro-batch's token mean (``sum() / ntoks``) and its window divides the
+    len(token_counts)``, SGD (its progress display silenced): its loss is each micro-batch's token mean (``sum() / ntoks``) and its window divides the
     summed gradients by ``grad_accum_steps``, a mean of means; it updates only when ``it % grad_accum_steps == 0``, so
     the micro-batches after the last full window are never applied.
 
@@ -142,9 +142,17 @@ def mlx_lm_trainer_gaps(token_counts: list[int], vocab: int = 11, learning_rate:
     import io
     import tempfile
     from pathlib import Path
+    from unittest import mock
 
     import mlx.optimizers as optim
     from mlx_lm.tuner import trainer
+    from mlx_lm.tuner.trainer import TrainUI
+
+    class _QuietUI(TrainUI):
+        """mlx-lm's own progress UI as a rank other than 0 draws it: nothing (``TrainUI(..., rank=)``)."""
+
+        def __init__(self, total_iters: int, rank: int = 0) -> None:
+            super().__init__(total_iters, rank=1)
 
     def fresh() -> nn.Module:
         mx.random.seed(0)
@@ -164,7 +172,11 @@ def mlx_lm_trainer_gaps(token_counts: list[int], vocab: int = 11, learning_rate:
             for seq, n in zip(seqs, counts, strict=True):  # one sequence; its first n targets are counted
                 yield seq, mx.array([[1, n]])
 
-        with tempfile.TemporaryDirectory() as folder, contextlib.redirect_stdout(io.StringIO()):
+        with (
+            tempfile.TemporaryDirectory() as folder,
+            contextlib.redirect_stdout(io.StringIO()),
+            mock.patch.object(trainer, "TrainUI", _QuietUI),  # its progress table: timings, and widgets in Jupyter
+        ):
             args = trainer.TrainingArgs(
                 batch_size=1,
                 iters=len(counts),

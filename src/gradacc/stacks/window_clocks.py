@@ -216,7 +216,9 @@ def opacus_engine_run(
         if physical_batch is None:
             epoch(loader)
         else:
-            with BatchMemoryManager(data_loader=loader, max_physical_batch_size=physical_batch, optimizer=optimizer) as m:
+            with BatchMemoryManager(
+                data_loader=loader, max_physical_batch_size=physical_batch, optimizer=optimizer
+            ) as m:
                 epoch(m)
         epsilon = float(engine.get_epsilon(delta))
     history = [tuple(entry) for entry in engine.accountant.history]
