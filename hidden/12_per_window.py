@@ -7,38 +7,56 @@ and this file's own preamble, and PRINTS the student's results on inputs drawn f
 
 import torch
 
-from gradacc.course.checks.lesson12 import MUON_LR, micro_batch_records
+from gradacc.course.checks.lesson12 import MUON_LR, micro_batch_amaxes, micro_batch_records
 from gradacc.stacks.window_optimizers import digit_windows, make_matrix_model
 
 N_DIGITS = 1797  # samples in gradacc.foundations.data.load_digits_tensors()
 
 
 def draw_12_1(rng) -> list[tuple[int, list[int], int]]:
-    """Three windows as (linear layer's seed, micro-batch sizes, first digit): two of 2-5 micro-batches of DIFFERENT
+    """Three windows as (linear layer's seed, micro-batch sizes, first digit): two of 3-5 micro-batches of DIFFERENT
     sizes (1-16 digits), then one of a single micro-batch."""
     cases = []
-    for count in (rng.randint(2, 5), rng.randint(2, 5), 1):
+    for count in (rng.randint(3, 5), rng.randint(3, 5), 1):
         sizes = rng.sample(range(1, 17), count)
         cases.append((rng.randrange(2**31), sizes, rng.randint(0, N_DIGITS - sum(sizes))))
     return cases
 
 
+def middle_order(amaxes: list[float]) -> list[int]:
+    """The order the block shows the micro-batches in: the largest amax swapped into the middle position when it is
+    first or last (3+ micro-batches), so that neither the first, the last nor the larger of the two is the window's."""
+    order = list(range(len(amaxes)))
+    largest = max(order, key=lambda k: amaxes[k])
+    if len(order) >= 3 and largest in (0, len(order) - 1):
+        middle = len(order) // 2
+        order[largest], order[middle] = order[middle], order[largest]
+    return order
+
+
 def edges_12_1(cases: list) -> dict[str, bool]:
+    def middle_largest(seed: int, sizes: list[int], start: int) -> bool:
+        """The shown order's largest amax is neither first nor last, and above both by more than the 1e-6 relative
+        the grader tolerates (so a first, a last or a max(first, last) amax prints another number)."""
+        amaxes = micro_batch_amaxes(seed, sizes, start)
+        shown = [amaxes[k] for k in middle_order(amaxes)]
+        return max(shown[1:-1]) > max(shown[0], shown[-1]) * (1 + 1e-5)
+
     return {
-        "2 windows of 2+ micro-batches of different sizes (a mean of means; the amax's mean or last)": all(
-            len(sizes) >= 2 and len(set(sizes)) == len(sizes) for _, sizes, _ in cases[:2]
+        "2 windows of 3+ micro-batches of different sizes (a mean of means; the amax's mean)": all(
+            len(sizes) >= 3 and len(set(sizes)) == len(sizes) for _, sizes, _ in cases[:2]
+        ),
+        "the largest amax inside both windows, above the first and last (the first, last or max(first, last) amax)": all(
+            middle_largest(*case) for case in cases[:2]
         ),
         "a window of one micro-batch": len(cases[2][1]) == 1,
     }
 
 
 def ordered_records(seed: int, sizes: list[int], start: int) -> list[dict]:
-    """The records of ``micro_batch_records``, in an order where the largest amax is not the last one (2+ records)."""
+    """The records of ``micro_batch_records``, in ``middle_order``: the largest amax in the middle (3+ records)."""
     records, _ = micro_batch_records(seed, sizes, start)
-    largest = max(range(len(records)), key=lambda k: records[k]["amax"])
-    if len(records) >= 2 and largest == len(records) - 1:
-        records[0], records[-1] = records[-1], records[0]
-    return records
+    return [records[k] for k in middle_order([r["amax"] for r in records])]
 
 
 def shown_record(got) -> str:
@@ -107,7 +125,7 @@ for seed, sizes, start in draw_12_1(rng):  # unequal micro-batches twice, then a
 case = draw_12_2(rng)
 model = make_matrix_model(seed=case["seed"], hidden=case["hidden"])
 forwards = []
-model.register_forward_pre_hook(lambda _module, args: forwards.append(len(args[0])))
+model[0].register_forward_pre_hook(lambda _module, args: forwards.append(len(args[0])))  # model.forward(x) too
 quietly(
     train_muon, model, torch.optim.Muon(model.parameters(), lr=MUON_LR), digit_windows(case["sizes"], case["start"])
 )

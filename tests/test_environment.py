@@ -166,7 +166,7 @@ def test_every_extra_is_checked_by_lesson_00_for_the_lessons_that_need_it():
     assert sorted(EXTRAS) == sorted(set(declared) - set(MAINTAINER_EXTRAS)) and set(MAINTAINER_EXTRAS) <= set(declared)
     modules = {"libs": {"jax", "optax", "transformers", "accelerate", "datasets", "tokenizers",
                       "sentence_transformers"},
-               "stacks": {"trl", "peft", "pytorch_lightning", "keras", "opacus", "mlx"}}  # fmt: skip
+               "stacks": {"trl", "peft", "pytorch_lightning", "keras", "opacus", "mlx", "mlx_lm"}}  # fmt: skip
     for extra in EXTRAS:
         wanted = [Requirement(r) for r in metadata.requires("gradacc") if f'extra == "{extra}"' in r]
         assert {r.name for r in wanted} <= set(LIBRARIES), extra

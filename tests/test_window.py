@@ -87,3 +87,30 @@ def test_epsilon_counted_per_optimizer_step_does_not_depend_on_the_split():
     assert accumulated["per_micro_batch"] < accumulated["per_optimizer_step"] / 5
     with pytest.raises(ValueError, match="delta in"):
         dp_epsilon(1.0, 4, 256, 14_732, 3, 0.0)
+
+
+def test_the_visible_12_1_cases_put_the_largest_amax_first_in_the_middle_and_last():
+    """The comment of ``_COMBINE_CASES``, computed: the largest amax first, in the middle, last, then alone; and
+    ``micro_batch_amaxes`` (the hidden draws' test) gives the records' amaxes."""
+    from gradacc.course.checks.lesson12 import _COMBINE_CASES, micro_batch_amaxes, micro_batch_records
+
+    positions = []
+    for seed, sizes, start in _COMBINE_CASES:
+        amaxes = micro_batch_amaxes(seed, sizes, start)
+        assert amaxes == [r["amax"] for r in micro_batch_records(seed, sizes, start)[0]]
+        positions.append((amaxes.index(max(amaxes)), len(amaxes)))
+    assert positions == [(0, 4), (1, 5), (2, 3), (0, 1)]
+
+
+def test_hidden_12_1_shows_the_largest_amax_in_the_middle():
+    from pathlib import Path
+
+    from gradacc.grading.discover import load_hidden
+
+    scope: dict = {}
+    exec(load_hidden(Path(__file__).parents[1] / "hidden" / "12_per_window.py")[0], scope)
+    middle_order = scope["middle_order"]
+    assert middle_order([9.0, 1.0, 3.0]) == [1, 0, 2]  # first -> middle
+    assert middle_order([1.0, 3.0, 2.0, 9.0]) == [0, 1, 3, 2]  # last -> middle (position 2 of 4)
+    assert middle_order([1.0, 9.0, 3.0]) == [0, 1, 2]  # already inside
+    assert middle_order([9.0]) == [0]

@@ -45,3 +45,14 @@ def train_muon(model, optimizer, windows):
         for inputs, labels in window:
             F.cross_entropy(model(inputs), labels, reduction="sum").div(n).backward()
         optimizer.step()
+
+
+# %% 12.2 model.forward(x) called directly, the loss a mean rescaled by the micro-batch's share
+def train_muon(model, optimizer, windows):
+    for window in windows:
+        total = sum(len(labels) for _, labels in window)
+        for inputs, labels in window:
+            logits = model.forward(inputs)
+            (F.cross_entropy(logits, labels, reduction="mean") * len(labels) / total).backward()
+        optimizer.step()
+        optimizer.zero_grad()

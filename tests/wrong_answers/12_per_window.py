@@ -20,7 +20,7 @@ def combine_window(records):
     return {"grad": grad, "items": items, "amax": records[-1]["amax"]}
 
 
-# %% 12.1 the right amax, but the gradient a mean of micro-batch means (mlx-lm before #1413)
+# %% 12.1 the right amax, but the gradient a mean of micro-batch means (mlx-lm's trainer: PRs #1413, #1544 closed)
 def combine_window(records):
     grad = sum(r["grad"] for r in records) / len(records)
     return {"grad": grad, "items": sum(r["items"] for r in records), "amax": max(r["amax"] for r in records)}
@@ -31,6 +31,20 @@ def combine_window(records):
     items = sum(r["items"] for r in records)
     grad = sum(r["grad"] * r["items"] for r in records) / items
     return {"grad": grad, "items": items, "amax": sum(r["amax"] * r["items"] for r in records) / items}
+
+
+# %% 12.1 the first micro-batch's amax kept (a fold that never updates the carried amax)
+def combine_window(records):
+    items = sum(r["items"] for r in records)
+    grad = sum(r["grad"] * r["items"] for r in records) / items
+    return {"grad": grad, "items": items, "amax": records[0]["amax"]}
+
+
+# %% 12.1 the larger of the first and the last micro-batch's amax
+def combine_window(records):
+    items = sum(r["items"] for r in records)
+    grad = sum(r["grad"] * r["items"] for r in records) / items
+    return {"grad": grad, "items": items, "amax": max(records[0]["amax"], records[-1]["amax"])}
 
 
 # %% 12.2 a Muon step per micro-batch (an optimizer inside backward; ZeRO-3's Muon before DeepSpeed#8600)

@@ -81,6 +81,7 @@ LIBRARIES: tuple[str, ...] = (
     "keras",
     "opacus",
     "mlx",
+    "mlx-lm",
 )
 """The distributions lesson 00 reports: the core, then the ``libs`` and the ``stacks`` extras (``EXTRAS``)."""
 
@@ -89,7 +90,7 @@ EXTRAS: dict[str, tuple[str, tuple[str, ...]]] = {
         "JAX, optax, Transformers, Accelerate, datasets, tokenizers, sentence-transformers",
         ("03", "04", "05", "06", "07", "08", "09", "10", "11", "12"),
     ),
-    "stacks": ("TRL, PEFT, Lightning, Keras 3, Opacus, MLX", ("10", "11", "12")),
+    "stacks": ("TRL, PEFT, Lightning, Keras 3, Opacus, MLX, mlx-lm", ("10", "11", "12")),
 }
 """The package's optional extras (``pyproject.toml``): extra -> (what it installs, the lessons that need it: their code,
 the ``gradacc`` modules they import or the worker processes they start; ``tests/test_environment.py`` reads them)."""

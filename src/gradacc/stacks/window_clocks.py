@@ -11,7 +11,11 @@ Sources:
 * Opacus 1.6.0's Rényi DP accountant (``opacus.accountants.RDPAccountant``: ``step(noise_multiplier=,
   sample_rate=)`` once per noisy update, ``get_epsilon(delta)``) and ``opacus.accountants.utils.get_noise_multiplier``;
   google-deepmind/jax_privacy#234 (noise multiplier 7.69 instead of 3.92 when its ``train_steps`` counted
-  micro-batches; fix proposed in jax_privacy#372, with #288).
+  micro-batches; fix proposed in jax_privacy#372, with #288);
+* Opacus 1.6.0's own engine: ``PrivacyEngine.make_private`` (Poisson sampling, ``sample_rate = 1 / len(data_loader)``)
+  and ``opacus.utils.batch_memory_manager.BatchMemoryManager`` (physical batches, one noisy step per logical batch);
+  ``GradSampleModule`` raises "Poisson sampling is not compatible with grad accumulation" on a second backward
+  before ``optimizer.step()`` (``opacus/grad_sample/grad_sample_module.py``).
 """
 
 from __future__ import annotations
@@ -26,6 +30,8 @@ __all__ = [
     "optimizer_steps",
     "dp_epsilon",
     "dp_noise_multiplier",
+    "opacus_engine_run",
+    "opacus_manual_accumulation_error",
     "plot_window_clocks",
 ]
 
@@ -147,6 +153,104 @@ def dp_noise_multiplier(
                 epsilon_tolerance=epsilon_tolerance,
             )
         )
+
+
+def _private_linear(dataset_size: int, batch_size: int, noise_multiplier: float, seed: int):
+    """A ``Linear(8, 2)`` classifier, SGD and a loader of ``dataset_size`` random points made private by Opacus's
+    ``PrivacyEngine`` (RDP accountant, clipping norm 1.0). Returns ``(engine, model, optimizer, loader)``."""
+    import torch
+    from opacus import PrivacyEngine
+
+    generator = torch.Generator().manual_seed(seed)
+    x = torch.randn(dataset_size, 8, generator=generator)
+    data = torch.utils.data.TensorDataset(x, (x[:, 0] > 0).long())
+    loader = torch.utils.data.DataLoader(data, batch_size=batch_size)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = torch.nn.Linear(8, 2)
+    with warnings.catch_warnings():  # "secure RNG turned off": fine for a demonstration
+        warnings.simplefilter("ignore")
+        engine = PrivacyEngine(accountant="rdp")
+        model, optimizer, loader = engine.make_private(
+            module=model,
+            optimizer=torch.optim.SGD(model.parameters(), lr=0.1),
+            data_loader=loader,
+            noise_multiplier=noise_multiplier,
+            max_grad_norm=1.0,
+        )
+    return engine, model, optimizer, loader
+
+
+def opacus_engine_run(
+    dataset_size: int = 1000,
+    logical_batch: int = 40,
+    physical_batch: int | None = 10,
+    noise_multiplier: float = 1.0,
+    delta: float = 1e-5,
+    seed: int = 0,
+) -> dict:
+    """One epoch of Opacus 1.6.0's own DP-SGD engine on a small dataset: ``PrivacyEngine.make_private`` with logical
+    batches of ``logical_batch`` (Poisson-sampled at rate ``1 / len(loader)``), split by ``BatchMemoryManager`` into
+    physical batches of at most ``physical_batch`` (``None``: no split, one backward per noisy step).
+
+    Returns:
+        ``{"history": the accountant's history [(noise, rate, steps)], "epsilon": its epsilon at ``delta``,
+        "physical_batches": backward passes, "noisy_steps": optimizer steps that were not skipped}``.
+    """
+    import torch
+    from opacus.utils.batch_memory_manager import BatchMemoryManager
+
+    engine, model, optimizer, loader = _private_linear(dataset_size, logical_batch, noise_multiplier, seed)
+    counts = {"physical_batches": 0}
+
+    def epoch(batches) -> None:
+        for inputs, labels in batches:
+            optimizer.zero_grad()
+            torch.nn.functional.cross_entropy(model(inputs), labels).backward()
+            optimizer.step()  # skipped by BatchMemoryManager until the logical batch's last physical one
+            counts["physical_batches"] += 1
+
+    with warnings.catch_warnings(), torch.random.fork_rng(devices=[]):  # the Poisson draws and noise: from seed
+        warnings.simplefilter("ignore")  # the full backward hook's "no inputs require gradients"
+        torch.manual_seed(seed)
+        if physical_batch is None:
+            epoch(loader)
+        else:
+            with BatchMemoryManager(
+                data_loader=loader, max_physical_batch_size=physical_batch, optimizer=optimizer
+            ) as m:
+                epoch(m)
+        epsilon = float(engine.get_epsilon(delta))
+    history = [tuple(entry) for entry in engine.accountant.history]
+    return {
+        "history": history,
+        "epsilon": epsilon,
+        "physical_batches": counts["physical_batches"],
+        "noisy_steps": sum(steps for _, _, steps in history),
+    }
+
+
+def opacus_manual_accumulation_error(micro_batches: int = 4, batch_size: int = 10, seed: int = 0) -> tuple[int, str]:
+    """Lesson 02's loop (``backward()`` on ``micro_batches`` batches, then one step) on a model Opacus 1.6.0 made
+    private. Returns ``(the backward pass that raised, its ValueError's message)``.
+
+    Raises:
+        AssertionError: no ValueError (the installed Opacus accepts manual accumulation under Poisson sampling).
+    """
+    import torch
+
+    _, model, _, loader = _private_linear(1000, batch_size, 1.0, seed)
+    with warnings.catch_warnings(), torch.random.fork_rng(devices=[]):
+        warnings.simplefilter("ignore")  # the full backward hook's "no inputs require gradients"
+        torch.manual_seed(seed)
+        for count, (inputs, labels) in enumerate(loader, start=1):
+            try:
+                torch.nn.functional.cross_entropy(model(inputs), labels).backward()
+            except ValueError as exc:
+                return count, str(exc)
+            if count == micro_batches:
+                break
+    raise AssertionError(f"Opacus accepted {micro_batches} backward passes before a step")
 
 
 def plot_window_clocks(ax, sizes: list[list[int]]) -> None:
