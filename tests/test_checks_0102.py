@@ -31,10 +31,16 @@ def _line(capsys, misconception: str | None = None) -> str:
 def test_effective_batch_size(capsys):
     assert check_effective_batch_size(lambda m, n, world_size=1: m * n * world_size) is None
     assert _line(capsys) == "Exercise 0.1: correct"
-    check_effective_batch_size(lambda m, n, world_size=1: m * n)  # forgets the processes
-    assert _line(capsys) == (
+    check_effective_batch_size(lambda m, n, world_size=1: m * n)  # forgets the processes (lesson 00's setup-20)
+    assert _line(capsys, "one-rank-effective-batch") == (
         "Exercise 0.1: incorrect - effective_batch_size(16, 4, world_size=2) = 64, expected 128 (tolerance 0)"
     )
+    check_effective_batch_size(lambda m, n, world_size=1: m * world_size)  # forgets the micro-steps
+    assert _line(capsys, "accum-steps-forgotten") == (
+        "Exercise 0.1: incorrect - effective_batch_size(16, 4, world_size=1) = 16, expected 64 (tolerance 0)"
+    )
+    check_effective_batch_size(lambda m, n, world_size=1: m + n + world_size)  # no known misconception: no hint
+    assert _line(capsys).startswith("Exercise 0.1: incorrect - effective_batch_size(16, 4, world_size=1) = 21")
 
 
 # ---------------------------------------------------------------- 1.1

@@ -46,7 +46,7 @@ def test_every_entry_is_said_in_portuguese_and_its_hint_names_the_pt_lesson():
 
 def test_every_reference_names_a_catalogued_misconception_and_checks_share_them():
     recognised = {}
-    for check in ("1.1", "1.2", "2.1", "2.2", "3.1", "4.1", "4.2", "5.1", "5.2", "6.1", "6.2", "7.1", "7.2", "7.3", "8.1", "8.2", "10.1", "10.2", "11.1",
+    for check in ("0.1", "1.1", "1.2", "2.1", "2.2", "3.1", "4.1", "4.2", "5.1", "5.2", "6.1", "6.2", "7.1", "7.2", "7.3", "8.1", "8.2", "10.1", "10.2", "11.1",
                   "11.2"):  # fmt: skip
         ids = {misconception for misconception, _ in references(check)}
         assert ids and ids <= set(catalogue()), (check, ids)

@@ -35,6 +35,25 @@ def train_epoch_ddp(ddp_model, optimizer, batches, accum_steps):
         optimizer.zero_grad()
 
 
+# %% 7.2 no_sync() around backward() alone (the forward pass outside: DDP still all-reduces on every micro-step)
+# misconception: sync-every-micro-step
+# (its hint says "unless the forward pass and backward() both run inside no_sync()", right for this answer too;
+# no-sync-backward-only is not registered for 7.2: its count is the same, so two matches would print no hint)
+def train_epoch_ddp(ddp_model, optimizer, batches, accum_steps):
+    batches = list(batches)
+    for start in range(0, len(batches), accum_steps):
+        window = batches[start : start + accum_steps]
+        items = torch.tensor([float(sum(count_items(batch) for batch in window))])
+        dist.all_reduce(items)
+        scale = dist.get_world_size() / float(items)
+        for i, batch in enumerate(window):
+            loss = sum_cross_entropy(ddp_model, batch) * scale
+            with contextlib.nullcontext() if i == len(window) - 1 else ddp_model.no_sync():
+                loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+
+
 # %% 7.2 synchronised only on micro-steps whose number is a multiple of N (the short last window never syncs)
 def train_epoch_ddp(ddp_model, optimizer, batches, accum_steps):
     batches = list(batches)

@@ -144,8 +144,8 @@ def check_allreduces_per_window(train_epoch_ddp: Callable[..., object]) -> None:
         if result["allreduces"] == windows_of(case):
             return None
         return _(
-            "{got} gradient all-reduces, expected {want} (one per window: no_sync() on every micro-step except the "
-            "last of each window, the short last window too)"
+            "{got} gradient all-reduces, expected {want} (one per window: the forward and backward pass of every "
+            "micro-step inside no_sync() except the last of each window, the short last window too)"
         ).format(got=result["allreduces"], want=windows_of(case))
 
     def where(case: dict) -> str:

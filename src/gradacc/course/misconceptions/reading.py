@@ -255,7 +255,8 @@ ADAM_UPDATE_SCALES = Misconception(
         "SGD's update is the learning rate times the gradient, so a gradient N times too large moves the weights N "
         "times as far; Adam divides by the square root of its running mean of squared gradients, so a factor shared "
         "by every step cancels, up to epsilon. With Adam the same bug shows in the logged loss, `grad_norm` and "
-        "clipping, not in the size of the update."
+        "clipping, and in the update only on the steps where clipping engages (Trainer clips at "
+        "`max_grad_norm=1.0` by default)."
     ),
     lesson="lessons/05_trainer.ipynb",
     section=N_("3. Batch 32 vs batch 8 x 4: loss, gradient norm, update"),
@@ -268,8 +269,10 @@ PER_SAMPLE_NORM_COUPLED = Misconception(
     why=N_(
         "LayerNorm and GroupNorm normalize each sample with statistics of its own features (or groups of channels), "
         "so a sample's output does not depend on the others of its batch and accumulation gives the full batch's "
-        "gradient with them. Only a layer with statistics across the batch, such as BatchNorm in training mode, "
-        "couples the samples."
+        "gradient with them. Among normalization layers only those with batch statistics (BatchNorm in training "
+        "mode, SyncBatchNorm) couple the samples, and they also update their running statistics once per micro-batch, "
+        "N times per window (exercise 8.1); any other batch-level computation couples them too (in-batch negatives, "
+        "MoE capacity, load-balancing losses)."
     ),
     lesson="lessons/08_pitfalls.ipynb",
     section=N_("1. BatchNorm"),

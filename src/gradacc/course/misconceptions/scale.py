@@ -208,10 +208,10 @@ SYNC_EVERY_MICRO_STEP = Misconception(
     id="sync-every-micro-step",
     name=N_("the gradients all-reduced on every micro-step"),
     why=N_(
-        "Without no_sync(), DDP all-reduces the gradients (bucket by bucket) after every backward(), N times per "
-        "window, where one "
-        "all-reduce at the window's last micro-step gives the same sum. Wrap every micro-step of a window but the "
-        "last in ddp_model.no_sync()."
+        "Unless the forward pass and backward() of a micro-step both run inside no_sync(), DDP all-reduces the "
+        "gradients (bucket by bucket) during every backward(), N times per window, where one all-reduce at the "
+        "window's last micro-step gives the same averaged gradient. Run the forward and backward pass of every "
+        "micro-step of a window but the last inside ddp_model.no_sync()."
     ),
     lesson="lessons/07_distributed.ipynb",
     section=N_("2. `no_sync()`: one all-reduce per window"),

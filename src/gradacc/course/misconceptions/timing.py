@@ -75,8 +75,8 @@ CLIP_EVERY_MICRO_STEP = Misconception(
     id="clip-every-micro-step",
     name=N_("the gradient clipped on every micro-step"),
     why=N_(
-        "Clipping after each backward() bounds a partial sum, not the window's gradient, so the update differs "
-        "from the full batch's whenever an earlier partial sum is above the threshold. Clip once per window, when "
+        "Clipping after each backward() bounds a partial sum, not the window's gradient, so once an earlier partial "
+        "sum is clipped the update can differ (and in general does) from the full batch's. Clip once per window, when "
         "accelerator.sync_gradients is true, before the optimizer step."
     ),
     lesson="lessons/04_accelerate.ipynb",
@@ -114,7 +114,8 @@ PREPARED_SCHEDULER_COUNTS_CALLS = Misconception(
     id="prepared-scheduler-counts-calls",
     name=N_("Accelerate's prepared scheduler taken to advance on every call"),
     why=N_(
-        "A scheduler passed to accelerator.prepare() steps only when the optimizer really stepped, so calling "
+        "A scheduler passed to accelerator.prepare() steps only when the optimizer really stepped (inside "
+        "accelerator.accumulate(), with the default step_scheduler_with_optimizer=True), so calling "
         "scheduler.step() on every micro-step is right under Accelerate: on one process it advances once per window "
         "(num_processes times per window on several, unless split_batches=True). A plain PyTorch scheduler has no "
         "such guard: there, step it once per optimizer step."
@@ -128,8 +129,8 @@ CLIP_EACH_MICRO_BATCH = Misconception(
     id="clip-each-micro-batch",
     name=N_("the gradient clipped after every micro-batch's backward()"),
     why=N_(
-        "Clipping after each backward() bounds a partial sum, not the window's gradient, so the update differs from "
-        "the full batch's whenever an earlier partial sum is above the threshold. Clip once per window, after the "
+        "Clipping after each backward() bounds a partial sum, not the window's gradient, so once an earlier partial "
+        "sum is clipped the update can differ (and in general does) from the full batch's. Clip once per window, after the "
         "window's last backward() and before optimizer.step()."
     ),
     lesson="lessons/02_pytorch.ipynb",

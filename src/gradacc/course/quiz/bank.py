@@ -321,7 +321,8 @@ LESSON_05 = [
         N_(
             "Adam divides each gradient by its own running scale, so a factor shared by every step cancels up to "
             "epsilon; anything that reads the raw gradient or loss still sees 4x, and a factor that differs between "
-            "windows or micro-batches (a short last window, a mean of micro-batch means) changes Adam's update too."
+            "windows or micro-batches (a short last window, a mean of micro-batch means) changes Adam's update too, "
+            "as does clipping on the steps where it engages (Trainer clips at `max_grad_norm=1.0` by default)."
         ),
         (N_("Nothing: Adam makes the loss's scale harmless"), "adam-hides-every-error"),
         (N_("The update, 4 times too large, as with SGD"), "adam-update-scales"),
