@@ -365,7 +365,7 @@ def _12_in_backward_steps():
 
 
 def _12_muon():
-    assert num("12", "l12-muon-source", r"scaling the input by 1/4 changes the output by (\S+),") == 0.0
+    assert num("12", "l12-muon-source", r"scaling the input by 1/4 changes the output by ([\d.]+),") == 0.0
     assert num("12", "l12-muon-wrong", r"\[\[16, 16, 16, 16\]\]: a Muon step per micro-batch is off by (\S+)") == 2.34
     assert all(float(v) == 0 for v in re.findall(r"max \|w - w_full\| = (\S+)", out("12", "l12-muon-fix")))
 

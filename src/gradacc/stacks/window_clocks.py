@@ -23,6 +23,8 @@ from __future__ import annotations
 import math
 import warnings
 
+from ..i18n import _
+
 __all__ = [
     "nanochat_lr_multiplier",
     "progress_per_micro_batch",
@@ -125,7 +127,7 @@ def dp_epsilon(
         ("per_micro_batch", batch_size / dataset_size, micro),
     ):
         accountant = RDPAccountant()
-        for _ in range(count):
+        for _step in range(count):
             accountant.step(noise_multiplier=noise_multiplier, sample_rate=rate)
         with warnings.catch_warnings():  # "Optimal order is the largest alpha": a looser bound, not an error
             warnings.simplefilter("ignore")
@@ -264,7 +266,11 @@ def plot_window_clocks(ax, sizes: list[list[int]]) -> None:
     """
     from matplotlib.patches import Rectangle
 
-    rows = ["micro-batches", "backward(): .grad += ...", "optimizer.step()", "schedule, accountant, amax history"]
+    rows = ["", "backward(): .grad += ...", "optimizer.step()", ""]  # the middle two are code
+    # TRANSLATORS: the diagram's top row: the micro-batches in time order
+    rows[0] = _("micro-batches")
+    # TRANSLATORS: the diagram's bottom row: what advances once per window besides the optimizer step
+    rows[3] = _("schedule, accountant, amax history")
     k = 0
     for w, window in enumerate(sizes):
         color = ("#4c72b0", "#55a868")[w % 2]
@@ -281,7 +287,10 @@ def plot_window_clocks(ax, sizes: list[list[int]]) -> None:
     ax.set_yticks([3.5, 2.5, 1.5, 0.5], rows, fontsize=9)
     ax.set_xticks([])
     ax.set_xlabel(
-        f"{k} micro-steps, {len(sizes)} windows: dots once per micro-step, squares once per window", fontsize=9
+        _("{steps} micro-steps, {windows} windows: dots once per micro-step, squares once per window").format(
+            steps=k, windows=len(sizes)
+        ),
+        fontsize=9,
     )
     for side in ("top", "right"):
         ax.spines[side].set_visible(False)
