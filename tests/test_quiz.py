@@ -291,7 +291,9 @@ def _09_traffic():
 
 def _09_memory_cost():
     text = out("09", "l09-grad-bytes")
-    assert re.search(r"sync each micro-step +rank 0: +1\.58", text) and re.search(r"sync at the boundary +rank 0: +3\.15", text)
+    assert re.search(r"sync each micro-step +rank 0: +1\.58", text) and re.search(
+        r"sync at the boundary +rank 0: +3\.15", text
+    )
 
 
 def _09_compile():
@@ -497,4 +499,7 @@ def test_the_pt_br_edition_asks_in_portuguese():
         assert stored == quiz_data(lesson, lambda t: translate(t, "pt_BR"))
         for q, said in zip(questions(lesson), stored, strict=True):
             assert said["question"] != quiz_data(lesson, lambda t: t)[questions(lesson).index(q)]["question"]
-        assert "Digite um número e tecle Enter:" in html and "Type numeric answer here:" not in html
+        assert (
+            "Digite um número (com ponto decimal, não vírgula) e tecle Enter:" in html
+            and "Type numeric answer here:" not in html
+        )

@@ -307,6 +307,20 @@ def test_a_translation_may_drop_the_thousands_comma_of_a_field():
     assert kept.sub("1,797 tokens") == "1,797 tokens"
 
 
+def test_a_translator_comment_lets_an_english_words_code_span_be_portuguese():
+    """``# code-translated: SPAN`` lets that span (English words, not code) be one Portuguese span; the other spans
+    stay as they are, and without the comment the changed span is reported."""
+    english = "The carry is `(summed loss, summed gradients)`, a pair like `(0.0, grads)`."
+    translated = "O carry é `(perda somada, gradientes somados)`, um par como `(0.0, grads)`."
+    found = entry_problems("x.ipynb", _message(english, translated))
+    assert len(found) == 1 and "code differ" in found[0]
+    lifted = _message(english, translated)
+    lifted.tcomment = "code-translated: (summed loss, summed gradients)"
+    assert entry_problems("x.ipynb", lifted) == []
+    lifted.msgstr = "O carry é `(perda somada, gradientes somados)`, um par como `(0.0, gradientes)`."
+    assert "code differ" in entry_problems("x.ipynb", lifted)[0]
+
+
 def _printed(fn) -> str:
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
