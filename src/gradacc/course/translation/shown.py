@@ -20,8 +20,9 @@ DISPLAY_CALLS = frozenset(
     }
 )  # fmt: skip
 """Calls whose string arguments the learner reads (printed, or drawn on a figure)."""
-DISPLAY_KEYWORDS = frozenset({"label", "title", "xlabel", "ylabel", "suptitle", "labels", "description"})
-"""Keyword arguments of any call whose strings are drawn or shown (``ax.plot(x, y, label="peak")``)."""
+DISPLAY_KEYWORDS = frozenset({"label", "title", "xlabel", "ylabel", "suptitle", "labels", "description", "desc"})
+"""Keyword arguments of any call whose strings are drawn or shown (``ax.plot(x, y, label="peak")``, a progress bar's
+``tqdm(..., desc="timing")``)."""
 
 _PREFIX = re.compile(r"^([A-Za-z]*)(\"\"\"|\'\'\'|\"|\')")
 _PROSE = re.compile(r"[^\W\d_]{2,}[ :,;]+[^\W\d_]{2,}")
