@@ -574,4 +574,7 @@ def test_the_pt_br_edition_asks_in_portuguese():
         assert stored == quiz_data(lesson, lambda t: translate(t, "pt_BR"))
         for q, said in zip(questions(lesson), stored, strict=True):
             assert said["question"] != quiz_data(lesson, lambda t: t)[questions(lesson).index(q)]["question"]
-        assert "Digite um número e tecle Enter:" in html and "Type numeric answer here:" not in html
+        assert (
+            "Digite um número (com ponto decimal, não vírgula) e tecle Enter:" in html
+            and "Type numeric answer here:" not in html
+        )

@@ -72,9 +72,10 @@ def format_table(rows: Sequence[dict]) -> str:
     """A text table of the rows with ratios against N = 1 of the same implementation; the headers in the learner's
     language (``gradacc.i18n``), each column as wide as its header needs."""
     peak, act, seconds = _(N_("peak MiB")), _(N_("act MiB")), _(N_("s/eff.batch"))
+    impl = _(N_("impl"))  # the implementation's column
     wp, wa, ws = max(9, len(peak)), max(8, len(act)), max(11, len(seconds))
     head = (
-        f"{'impl':18s} {'N':>3s} {'micro':>6s} {peak:>{wp}s} {'x N=1':>6s} {act:>{wa}s} {'x N=1':>6s} "
+        f"{impl:18s} {'N':>3s} {'micro':>6s} {peak:>{wp}s} {'x N=1':>6s} {act:>{wa}s} {'x N=1':>6s} "
         f"{seconds:>{ws}s} {'x N=1':>6s}"
     )
     lines = [head, "-" * len(head)]

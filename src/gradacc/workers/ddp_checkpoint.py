@@ -34,9 +34,13 @@ __all__ = ["SETTINGS", "SharedBlockMLP", "build_parser", "main"]
 
 SETTINGS: dict[str, dict[str, Any]] = {
     N_("no checkpointing"): {"checkpointing": False, "use_reentrant": False, "find_unused_parameters": False},
-    "reentrant": {"checkpointing": True, "use_reentrant": True, "find_unused_parameters": False},
-    "reentrant, find_unused_parameters": {"checkpointing": True, "use_reentrant": True, "find_unused_parameters": True},
-    "reentrant, static_graph": {
+    N_("reentrant"): {"checkpointing": True, "use_reentrant": True, "find_unused_parameters": False},
+    N_("reentrant, find_unused_parameters"): {
+        "checkpointing": True,
+        "use_reentrant": True,
+        "find_unused_parameters": True,
+    },
+    N_("reentrant, static_graph"): {
         "checkpointing": True,
         "use_reentrant": True,
         "find_unused_parameters": False,

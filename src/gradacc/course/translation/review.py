@@ -14,7 +14,9 @@
   the glossary's rendering and none of the forms to avoid; in a finished source (not ``gradacc.po``, whose messages
   are read one at a time), the first entry that uses a term marked ``beside`` also has the English term
   (``microlote (*micro-batch*)``). A translator comment ``# glossary-ignore: TERM`` on an entry lifts the rendering
-  check of that term there (a verb "to weight", say).
+  check of that term there (a verb "to weight", say). A translator comment ``# code-translated: SPAN`` lets an English
+  code span that is words, not code (`(summed loss, summed gradients)`), be one Portuguese code span;
+  ``# math-translated: $MATH$`` does the same for the words of ``\\text{}`` in math.
 """
 
 from __future__ import annotations
@@ -91,7 +93,24 @@ def entry_problems(source: str, message: polib.POEntry) -> list[str]:
         want, got = sorted(_PLACEHOLDER.findall(english)), sorted(_PLACEHOLDER.findall(translated))
         if want != got:
             found.append(f"placeholders {got} instead of {want}")
+    if "a string the learner reads" in message.comment:  # fields compared by ``field_key`` below, not as numbers
+        try:
+            english, translated = (
+                "".join(field_key(p) if field else p for p, field in string_fields(t)) for t in (english, translated)
+            )
+        except ValueError:
+            english, translated = message.msgid, message.msgstr
     ours, theirs = invariants(english), invariants(translated, english=False)
+    for kind in ("code", "math"):  # the other spans kept, and one Portuguese span for each lifted one
+        lifted = [c for c in _lifted(message, kind) if c in ours[kind]]
+        kept, rest = list(ours[kind]), list(theirs[kind])
+        for span in lifted:
+            kept.remove(span)
+        for span in kept:
+            if span in rest:
+                rest.remove(span)
+        if lifted and len(rest) == len(lifted) and len(theirs[kind]) == len(ours[kind]):
+            ours[kind] = theirs[kind]
     for kind in ours:
         if ours[kind] != theirs[kind]:
             missing = [x for x in ours[kind] if x not in theirs[kind]]
@@ -159,6 +178,14 @@ def read_glossary(root: Path, lang: str = LANGUAGE) -> list[GlossaryTerm]:
             except re.error as exc:
                 raise ValueError(f"glossary.csv, {row['english']!r}: {exc}") from exc
     return terms
+
+
+def _lifted(message: polib.POEntry, kind: str) -> list[str]:
+    """The English code spans (``kind`` ``code``) or math (``math``) that a translator comment ``# code-translated:
+    SPAN`` or ``# math-translated: $MATH$`` lets the translation put into Portuguese: words, not code
+    (`(summed loss, summed gradients)`, ``$\\log(\\text{vocabulary size})$``)."""
+    lines = message.tcomment.splitlines()
+    return [c.split(":", 1)[1].strip() for c in lines if c.strip().startswith(f"{kind}-translated:")]
 
 
 def _ignored(message: polib.POEntry) -> set[str]:
