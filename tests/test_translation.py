@@ -35,6 +35,7 @@ from gradacc.course.checks import close, run_check
 from gradacc.course.notebooks import HOW_TO_CHECK_ID, figure_alt, generate_exercise, set_figure_alt
 from gradacc.course.translation.catalogs import (
     DOMAIN,
+    EDITION,
     catalog_path,
     extract,
     read_catalog,
@@ -53,8 +54,16 @@ from gradacc.course.translation.edition import (
     finished_messages,
     printed_messages,
 )
+from gradacc.course.translation.outputs import LiteralTemplate
 from gradacc.course.translation.review import entry_problems, glossary_problems, read_glossary, review, unfinished
-from gradacc.course.translation.units import code_segments, join, markdown_segments, strip_code_text, strip_comments
+from gradacc.course.translation.units import (
+    code_segments,
+    field_key,
+    join,
+    markdown_segments,
+    strip_code_text,
+    strip_comments,
+)
 
 NOTEBOOKS = [s for s in sources(ROOT) if s.endswith(".ipynb")]
 
@@ -279,11 +288,45 @@ def test_the_checks_catch_a_changed_number_code_span_link_and_glossary_slip():
     ]
 
 
+def test_a_translation_may_drop_the_thousands_comma_of_a_field():
+    """A pt string may drop the ``,`` grouping option of a field's format spec (``826,378`` reads as a decimal in
+    Brazil), and nothing else of it; the output the template makes from the English run prints the number without it."""
+    english = 'f"{n:,} tokens in {ms:,.1f} ms ({share:>8,.2%})"'
+    comment = "a string the learner reads (printed)"
+    right = polib.POEntry(
+        msgid=english, msgstr='f"{n} tokens em {ms:.1f} ms ({share:>8.2%})"', msgctxt="c", comment=comment
+    )
+    assert entry_problems("x.ipynb", right) == []
+    for wrong in ('f"{n:.0f} tokens em {ms:.1f} ms ({share:>8.2%})"', 'f"{n} tokens em {ms:.2f} ms ({share:>8.2%})"'):
+        found = entry_problems("x.ipynb", polib.POEntry(msgid=english, msgstr=wrong, msgctxt="c", comment=comment))
+        assert len(found) == 1 and "f-string fields" in found[0], found
+    assert field_key("{x:,<10}") == "{x:,<10}" and field_key("{x[1:2]}") == "{x[1:2]}"  # a fill, a slice: kept
+    template = LiteralTemplate(english[2:-1], right.msgstr[2:-1], 'f"')
+    assert template.sub("826,378 tokens in 1,234.5 ms (   12.50%)\n") == "826378 tokens em 1234.5 ms (   12.50%)\n"
+    kept = LiteralTemplate("{n:,} tokens", "{n:,} tokens", 'f"')
+    assert kept.sub("1,797 tokens") == "1,797 tokens"
+
+
 def _printed(fn) -> str:
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
         fn()
     return out.getvalue()
+
+
+def test_a_code_span_that_is_python_stays_code():
+    """A code span becomes a package message only when it is that message, not when it is Python that a template
+    happens to match (``running {what}`` and lesson 02's `running = running + loss`)."""
+    edition = Edition.__new__(Edition)
+    edition.messages = MessageCatalog(
+        {"running {what}": "executando {what}", "Exercise {exercise}: correct": "Exercício {exercise}: correto"}
+    )
+    code = "`running = running + loss` and ``running + loss``"
+    assert edition.code_spans(code) == code
+    assert edition.code_spans("`running the checks`") == "`executando the checks`"
+    assert edition.code_spans("`Exercise X.Y: correct`") == "`Exercício X.Y: correto`"
+    lesson = (ROOT / EDITION / "lessons" / "02_pytorch.ipynb").read_text()
+    assert "`running = running + loss`" in lesson and "executando = running" not in lesson
 
 
 def test_the_package_prints_what_the_edition_stores(monkeypatch):

@@ -108,6 +108,15 @@ def slug(heading: str) -> str:
     return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
 
 
+def is_python(code: str) -> bool:
+    """``code`` parses as Python (a statement or an expression): a code span of it is code, not a printed message."""
+    try:
+        ast.parse(code)
+    except (SyntaxError, ValueError):
+        return False
+    return True
+
+
 class MessageCatalog:
     """The finished entries of ``gradacc.po``, to put printed messages into Portuguese after the fact.
 
@@ -226,14 +235,15 @@ class Edition:
 
     def code_spans(self, text: str) -> str:
         """In code spans and fences: a message of the package as it prints in Portuguese (`Exercise X.Y: correct`),
-        and a course notebook's path or the exercises' folder as the pt-BR one (``exercises/01_theory.ipynb`` ->
+        but never a span that is Python code (`running = running + loss` matches the template ``running {what}``
+        and stays code), and a course notebook's path or the exercises' folder as the pt-BR one (``exercises/01_theory.ipynb`` ->
         ``pt-BR/exercises/...``, ``exercises/`` -> ``pt-BR/exercises/``)."""
 
         def span(m: re.Match) -> str:
             if m.group(0).startswith(("```", "~~~")):
                 return _NOTEBOOK_PATH.sub(EDITION + r"/\1", m.group(0))
             ticks, code = m.group(2), m.group(3)
-            translated = self.messages.translate(code)
+            translated = code if is_python(code) else self.messages.translate(code)
             inner = translated if translated != code else _NOTEBOOK_PATH.sub(EDITION + r"/\1", code)
             return ticks + inner + ticks
 

@@ -34,6 +34,7 @@ from pathlib import Path
 import nbformat
 
 from .catalogs import EDITION, LANGUAGE, catalog_path, read_catalog, sources
+from .shown import grouped
 from .units import field_key, string_fields
 
 __all__ = [
@@ -110,12 +111,19 @@ class LiteralTemplate:
         if first[1]:  # starting with a field: from the line's start
             head = "^"
         self.names = names
+        self.ungrouped = {  # fields printed with the thousands comma in English and without it in the translation
+            field_key(p) for p, field in self.english_pieces if field and grouped(p)
+        } - {field_key(p) for p, field in self.translated_pieces if field and grouped(p)}
         self.pattern = re.compile(head + "".join(parts) + tail, re.M)
+
+    def _value(self, match: re.Match, key: str) -> str:
+        value = match.group(self.names[key])
+        return value.replace(",", "") if key in self.ungrouped else value
 
     def sub(self, text: str) -> str:
         def write(match: re.Match) -> str:
             return "".join(
-                match.group(self.names[field_key(p)]) if field and field_key(p) in self.names else p
+                self._value(match, field_key(p)) if field and field_key(p) in self.names else p
                 for p, field in self.translated_pieces
             )
 

@@ -91,6 +91,13 @@ def entry_problems(source: str, message: polib.POEntry) -> list[str]:
         want, got = sorted(_PLACEHOLDER.findall(english)), sorted(_PLACEHOLDER.findall(translated))
         if want != got:
             found.append(f"placeholders {got} instead of {want}")
+    if "a string the learner reads" in message.comment:  # fields compared by ``field_key`` below, not as numbers
+        try:
+            english, translated = (
+                "".join(field_key(p) if field else p for p, field in string_fields(t)) for t in (english, translated)
+            )
+        except ValueError:
+            english, translated = message.msgid, message.msgstr
     ours, theirs = invariants(english), invariants(translated, english=False)
     for kind in ours:
         if ours[kind] != theirs[kind]:

@@ -9,7 +9,7 @@ import io
 import re
 import tokenize
 
-__all__ = ["DISPLAY_CALLS", "DISPLAY_KEYWORDS", "display_strings", "string_fields", "field_key"]
+__all__ = ["DISPLAY_CALLS", "DISPLAY_KEYWORDS", "display_strings", "string_fields", "field_key", "grouped"]
 
 DISPLAY_CALLS = frozenset(
     {
@@ -277,7 +277,26 @@ def string_fields(text: str) -> list[tuple[str, bool]]:
     return out
 
 
+_SPEC = re.compile(r"\{(?P<head>.*?(?:![rsa])?):(?P<spec>[^:\[\](){}'\"]*)\}", re.S)
+"""A field with a format spec: its expression (and conversion), and the spec after the last colon."""
+_GROUPING = re.compile(r",(?=(?:\.\d+)?[a-zA-Z%]?$)")
+"""The ``,`` grouping option of a format spec (``,``, ``,.1f``, ``>12,d``), not a ``,`` fill (``,<10``)."""
+
+
+def grouped(field: str) -> bool:
+    """The field's format spec asks for the ``,`` thousands separator (``{n:,}``, ``{x:,.1f}``)."""
+    match = _SPEC.fullmatch(field)
+    return bool(match and _GROUPING.search(match.group("spec")))
+
+
 def field_key(field: str) -> str:
     """An f-string field with the text of the strings inside it blanked (``{', '.join(x) or 'none yet'}`` ->
-    ``{''.join(x) or ''}``): what a translation keeps of a field, whose quoted words it may translate."""
-    return re.sub(r"'[^']*'|\"[^\"]*\"", "''", field)
+    ``{''.join(x) or ''}``) and without the ``,`` grouping option of its format spec (``{n:,}`` -> ``{n}``,
+    ``{x:,.1f}`` -> ``{x:.1f}``): what a translation keeps of a field, whose quoted words it may translate and whose
+    thousands comma it may drop (a Brazilian reads ``826,378`` as a decimal)."""
+    field = re.sub(r"'[^']*'|\"[^\"]*\"", "''", field)
+    match = _SPEC.fullmatch(field)
+    if match and _GROUPING.search(match.group("spec")):
+        spec = _GROUPING.sub("", match.group("spec"))
+        field = "{" + match.group("head") + (":" + spec if spec else "") + "}"
+    return field
