@@ -46,8 +46,8 @@ SETTING_LABELS: tuple[str, ...] = (
 
 def setting_label(name: str) -> str:
     """How a data-parallel setting's name (a key of ``PARALLEL_MODES`` or of lesson 09's measurements, which stay
-    English in code) reads in the learner's language: ``"FSDP, sync at the boundary"`` -> ``"FSDP, sync na
-    fronteira"`` in the pt-BR edition; any other name (``"DDP"``) as it is.
+    English in code) reads in the learner's language: ``"FSDP, sync at the boundary"`` -> ``"FSDP, sincroniza
+    na fronteira"`` in the pt-BR edition; any other name (``"DDP"``) as it is.
 
     Example:
         >>> setting_label("DDP")
