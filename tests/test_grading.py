@@ -177,9 +177,13 @@ def build_corpus(root: Path) -> tuple[Path, Path, Path]:
     _write(nb, subs / "deleted_checks" / n)
 
     nb = _answered(ex1, {"ex-1-1-solution": WRONG_WEIGHTED, "ex-1-2-solution": ACCUMULATED})
-    _cell(nb, "ex-1-1-check").outputs[0]["text"] = (  # the stored output rewritten to what the wrong answer prints
-        "Exercise 1.1: incorrect - weighted_mean([1, 3], [1, 3]) = 2, expected 2.5 (tolerance 1e-09)\n"
-    )
+    _cell(nb, "ex-1-1-check").outputs = [  # a stored output written to what the wrong answer prints
+        nbformat.v4.new_output(
+            "stream",
+            name="stdout",
+            text="Exercise 1.1: incorrect - weighted_mean([1, 3], [1, 3]) = 2, expected 2.5 (tolerance 1e-09)\n",
+        )
+    ]
     _write(nb, subs / "edited_output" / n)
 
     nb = _answered(ex1, {"ex-1-1-solution": WRONG_WEIGHTED, "ex-1-2-solution": WRONG_ACCUMULATED})

@@ -219,7 +219,7 @@ def test_check_5_1_accepts_the_answer_and_rejects_wrong_losses(capsys):
     ):
         check_causal_lm_loss(wrong)
         out = capsys.readouterr().out
-        assert out.startswith("Exercise 5.1: incorrect - ") and out.count("\n") == 1, out
+        assert out.startswith("Exercise 5.1: incorrect - ") and out.count("Exercise 5.1") == 1, out  # a hint may follow
 
 
 def test_check_5_2_accepts_fixed_trainers_and_rejects_the_default(capsys):
@@ -250,7 +250,7 @@ def test_check_5_2_accepts_fixed_trainers_and_rejects_the_default(capsys):
     for wrong in (plain, mean_loss_func, lambda *a: "not a trainer"):
         check_fixed_trainer(wrong)
         out = capsys.readouterr().out
-        assert out.startswith("Exercise 5.2: incorrect - ") and out.count("\n") == 1, out
+        assert out.startswith("Exercise 5.2: incorrect - ") and out.count("Exercise 5.2") == 1, out  # a hint may follow
 
 
 @pytest.mark.slow
