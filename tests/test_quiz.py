@@ -59,9 +59,9 @@ def value(lesson: str, key: str, misconception: str | None = None) -> float:
 def test_every_lesson_but_the_setup_asks_three_to_five_questions():
     counts = {lesson: len(questions(lesson)) for lesson in LESSONS if lesson != "00"}
     print("questions per lesson:", counts, "in all", sum(counts.values()))
-    assert set(counts) == {f"{n:02d}" for n in range(1, 13)} and all(
-        3 <= n <= (6 if lesson == "02" else 5) for lesson, n in counts.items()
-    ), counts
+    assert set(counts) == {f"{n:02d}" for n in range(1, 13)} and all(3 <= n <= 5 for lesson, n in counts.items()), (
+        counts
+    )
     with pytest.raises(KeyError, match="has no questions"):
         questions("00")
     assert len(QUESTIONS) == len(all_questions())  # ids unique within a lesson
@@ -129,14 +129,6 @@ def _01_padding_divisor():
 
 def _02_where_step():
     assert num("02", "pytorch-08", r"max \|accumulated - full batch\| = (\S+)") < 1e-6
-
-
-def _02_steps_per_epoch():
-    assert "10 micro-batches, accum_steps = 4" in out("02", "pytorch-10")
-    assert num("02", "pytorch-15", r"fixed loop: (\d+) optimizer steps") == value("02", "steps-per-epoch")
-    assert num("02", "pytorch-11", r"plain loop: (\d+) optimizer steps") == value(
-        "02", "steps-per-epoch", "last-window-dropped"
-    )
 
 
 def _02_short_window_ratio():

@@ -86,19 +86,6 @@ LESSON_02 = [
     ),
     number(
         "02",
-        "steps-per-epoch",
-        N_("An epoch has 10 micro-batches and N = 4. How many optimizer steps should it make to use every sample?"),
-        3,
-        N_(
-            "Two full windows of 4 and a short last window of 2 micro-batches: 3 windows, one step each. The lesson's "
-            "fixed loop makes 3 and leaves `.grad` empty after the epoch."
-        ),
-        (2, "last-window-dropped"),
-        (10, "step-every-micro-batch"),
-        digits=2,
-    ),
-    number(
-        "02",
         "short-window-ratio",
         N_(
             "The last window holds 2 micro-batches of 16 samples, and every micro-batch's mean loss is divided by "
