@@ -50,6 +50,10 @@ QUIZ_MIME = "text/html"
 JQ_NUMERIC_LABEL = "Type numeric answer here:"
 """JupyterQuiz 2.9.6.4's one English word in its script that a question's data cannot replace (``js/numeric.js``,
 ``make_numeric``): ``quiz_html`` replaces it with ``NUMERIC_LABEL`` in the learner's language, and fails if it is gone."""
+JQ_LABEL_LINE = 'lab.className = "InpLabel";'
+"""The line of ``js/numeric.js`` (and ``js/string.js``) that makes a field's label: ``quiz_html`` ties the label to its input
+(``htmlFor``), which JupyterQuiz 2.9.6.4 does not, so a screen reader names the field (axe-core's ``label`` rule,
+WCAG 2.1 1.3.1 and 4.1.2)."""
 NUMERIC_LABEL = N_("Type a number and press Enter:")
 _CDN_MATHJAX = re.compile(
     r"else \{\s*console\.log\('WARNING: Trying to force load MathJax 3'\);.*?document\.head\.appendChild\(script\);"
@@ -157,6 +161,9 @@ def quiz_html(lesson: str, say: Callable[[str], str] | None = None, lang: str | 
     if loaders != 2 or "cdn.jsdelivr" in script:
         raise RuntimeError(f"JupyterQuiz's script loads MathJax from a CDN {loaders} time(s), not twice: not 2.9.6.4?")
     script = script.replace(JQ_NUMERIC_LABEL, say(NUMERIC_LABEL).replace('"', "&quot;"))
+    if script.count(JQ_LABEL_LINE) != 2:  # the number's and the string's field
+        raise RuntimeError(f"JupyterQuiz's script has no {JQ_LABEL_LINE!r} to tie to its input: not version 2.9.6.4?")
+    script = script.replace(JQ_LABEL_LINE, JQ_LABEL_LINE + ' lab.htmlFor = id + "-0";')
     container = render_div(div_id, False, True, False, 1_000_000, 700, 10, "left") + "</div>"
     hide = f'var gradaccStatic = document.getElementById("{div_id}-static");\n' + _HIDE
     static = _static(lesson, say, f"{div_id}-static")
